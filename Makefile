@@ -1,0 +1,42 @@
+# Two commands for users: `make lab` and `make test` (see README.md). Everything else is a helper.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PORT   ?= 8888
+LAB_ARGS ?=
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: lab test install lint browser checkpoints clean
+
+# Re-install only when the pins or the package metadata changed.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## make lab: set up, then start JupyterLab on notebooks/ (no browser window when headless)
+lab: $(STAMP)
+	@echo "Starting JupyterLab on notebooks/ — open the URL printed below (Ctrl-C to stop)."
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+		$(if $(DISPLAY),,--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+## make test: set up, then lint and run every test (unit, Triton interpreter, notebooks, browser)
+test: $(STAMP) browser
+	$(VENV)/bin/ruff check ssog_lab tests scripts
+	SSOG_LAB_FAST=1 $(PY) -m pytest tests --nbmake notebooks --nbmake-timeout=300 -p no:cacheprovider
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ssog_lab tests scripts
+
+# Debian's Chromium for the real-browser test (Playwright's own download cannot work offline).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not installed and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,159 @@
+"""Token mixers with one interface: forward(x (B, N, C), grid=(H, W)) -> (B, N, C).
+
+* `SSoGMixer`     — value projection, SSoG over the grid, output projection (fixed or steered);
+* `SDPAMixer`     — dense self-attention through `scaled_dot_product_attention`;
+* `AxialSDPAMixer`— attention along rows, then along columns: the attention peer with SSoG's
+                    O(N·√N·d) cost.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from . import ops
+
+_SDPA_BACKENDS = {
+    "auto": None,
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+
+
+def _split_heads(x: Tensor, heads: int) -> Tensor:
+    b, n, c = x.shape
+    return x.reshape(b, n, heads, c // heads).transpose(1, 2)  # (B, heads, N, d)
+
+
+def _merge_heads(x: Tensor) -> Tensor:
+    b, heads, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, heads * d)  # (B, N, C)
+
+
+def _check_dims(dim: int, heads: int) -> None:
+    if heads < 1 or dim % heads:
+        raise ValueError(f"dim={dim} must be a positive multiple of heads={heads}")
+
+
+def _check_input(x: Tensor, dim: int, grid: tuple[int, int]) -> None:
+    if x.dim() != 3 or x.shape[-1] != dim:
+        raise ValueError(f"x must have shape (B, N, {dim}), got {tuple(x.shape)}")
+    if grid[0] * grid[1] != x.shape[1]:
+        raise ValueError(f"x has N={x.shape[1]} tokens but grid {grid[0]}×{grid[1]} holds {grid[0] * grid[1]}")
+
+
+class SSoGMixer(nn.Module):
+    """Separable sum-of-Gaussians token mixer.
+
+    Per head h and atom m: offsets mu (row, col), widths sigma = exp(log_sigma), amplitude amp.
+    Initialization spreads the atoms over scales: widths grow geometrically from 0.5 to 4 tokens
+    across atoms, offsets are spread uniformly over ±`init_spread` tokens (more heads = more distinct
+    filters at no extra mixing cost), amplitudes start at 1/M.
+
+    steered=True adds a zero-initialized steering head that maps each token to per-atom adjustments
+    (Δμ_row, Δμ_col, Δlog σ_row, Δlog σ_col, Δα), so a steered layer starts as its fixed twin.
+    """
+
+    def __init__(self, dim: int, heads: int, atoms: int = 4, steered: bool = False,
+                 init_spread: float = 2.0, backend: str = "auto"):
+        super().__init__()
+        _check_dims(dim, heads)
+        if atoms < 1:
+            raise ValueError(f"atoms must be ≥ 1, got {atoms}")
+        self.dim, self.heads, self.atoms, self.steered, self.backend = dim, heads, atoms, steered, backend
+        self.value = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim)
+        widths = torch.logspace(math.log10(0.5), math.log10(4.0), atoms) if atoms > 1 else torch.tensor([1.0])
+        self.mu = nn.Parameter((torch.rand(heads, atoms, 2) * 2 - 1) * init_spread)  # (heads, M, 2)
+        self.log_sigma = nn.Parameter(widths.log()[None, :, None].repeat(heads, 1, 2))  # (heads, M, 2)
+        self.amp = nn.Parameter(torch.full((heads, atoms), 1.0 / atoms))  # (heads, M)
+        self.steer = nn.Linear(dim, heads * atoms * 5) if steered else None
+        if self.steer is not None:
+            nn.init.zeros_(self.steer.weight)
+            nn.init.zeros_(self.steer.bias)
+
+    def atom_parameters(self, x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(mu, sigma, amp): fixed shapes (heads, M, 2), (heads, M, 2), (heads, M), or, when steered and
+        given tokens x (B, N, C), per-token shapes (B, heads, N, M, 2), (B, heads, N, M, 2), (B, heads, N, M)."""
+        if self.steer is None or x is None:
+            return self.mu, self.log_sigma.exp(), self.amp
+        b, n, _ = x.shape
+        delta = self.steer(x).reshape(b, n, self.heads, self.atoms, 5).transpose(1, 2)  # (B, heads, N, M, 5)
+        mu = self.mu[:, None] + delta[..., 0:2]  # (B, heads, N, M, 2)
+        sigma = (self.log_sigma[:, None] + delta[..., 2:4]).exp()
+        amp = self.amp[:, None] + delta[..., 4]  # (B, heads, N, M)
+        return mu, sigma, amp
+
+    def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
+        _check_input(x, self.dim, grid)
+        v = _split_heads(self.value(x), self.heads)  # (B, heads, N, d)
+        mu, sigma, amp = self.atom_parameters(x)
+        y = ops.ssog(v, mu.to(v.dtype), sigma.to(v.dtype), amp.to(v.dtype), grid, backend=self.backend)
+        return self.proj(_merge_heads(y))  # (B, N, C)
+
+
+class _AttentionBase(nn.Module):
+    """Q/K/V projection (packed like nn.MultiheadAttention's in_proj) and output projection."""
+
+    def __init__(self, dim: int, heads: int, backend: str = "auto"):
+        super().__init__()
+        _check_dims(dim, heads)
+        if backend not in _SDPA_BACKENDS:
+            raise ValueError(f"backend must be one of {tuple(_SDPA_BACKENDS)}, got {backend!r}")
+        self.dim, self.heads, self.backend = dim, heads, backend
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        choice = _SDPA_BACKENDS[self.backend]
+        with sdpa_kernel(choice) if choice is not None else nullcontext():
+            return F.scaled_dot_product_attention(q, k, v)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 × (B, N, C)
+        return _split_heads(q, self.heads), _split_heads(k, self.heads), _split_heads(v, self.heads)
+
+
+class SDPAMixer(_AttentionBase):
+    """Dense multi-head self-attention: softmax(QKᵀ/√d) V over all N tokens, O(N²·d).
+
+    backend: "auto" (PyTorch picks), "math", "flash", "efficient" or "cudnn" (the last three need a GPU).
+    """
+
+    def forward(self, x: Tensor, grid: tuple[int, int] | None = None) -> Tensor:
+        if grid is not None:
+            _check_input(x, self.dim, grid)
+        q, k, v = self._project(x)  # (B, heads, N, d) each
+        return self.proj(_merge_heads(self._attend(q, k, v)))  # (B, N, C)
+
+
+class AxialSDPAMixer(_AttentionBase):
+    """Axial attention: each token attends along its row, then the result along its column.
+
+    Both stages reuse the same queries and keys; the second stage's values are the first stage's
+    output, so after two stages every token has seen the whole grid, as in SSoG's two axial stages.
+    """
+
+    def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
+        _check_input(x, self.dim, grid)
+        height, width = grid
+        q, k, v = self._project(x)  # (B, heads, N, d)
+        b, heads, n, d = q.shape
+
+        def rows(t: Tensor) -> Tensor:  # (B, heads, N, d) -> (B, heads·H, W, d)
+            return t.reshape(b, heads * height, width, d)
+
+        def cols(t: Tensor) -> Tensor:  # (B, heads, N, d) -> (B, heads·W, H, d)
+            return t.reshape(b, heads, height, width, d).transpose(2, 3).reshape(b, heads * width, height, d)
+
+        z = self._attend(rows(q), rows(k), rows(v)).reshape(b, heads, n, d)  # along rows
+        y = self._attend(cols(q), cols(k), cols(z))  # (B, heads·W, H, d), along columns
+        y = y.reshape(b, heads, width, height, d).transpose(2, 3).reshape(b, heads, n, d)
+        return self.proj(_merge_heads(y))  # (B, N, C)

@@ -1,0 +1,115 @@
+"""The SSoG operator: one functional entry point, two backends (PyTorch reference, Triton kernel).
+
+    ssog(v, mu, sigma, amp, grid, backend="auto") -> (B, heads, N, d)
+
+Parameters are *fixed* (mu, sigma (heads, M, 2); amp (heads, M)) or *steered*, one set per token
+(mu, sigma (B, heads, N, M, 2); amp (B, heads, N, M)). `[..., 0]` is the row axis, `[..., 1]` the
+column axis; offsets and widths are in token units. See DESIGN.md §1 for the maths.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+from .reference import DENSE_MAX_TOKENS, axis_weights, dense_kernel_reference, ssog_reference
+
+__all__ = ["ssog", "dense_kernel", "axis_weights", "triton_available", "DENSE_MAX_TOKENS"]
+
+_BACKENDS = ("auto", "torch", "triton")
+
+
+def _check_grid(grid, n: int | None) -> tuple[int, int]:
+    if not (isinstance(grid, (tuple, list)) and len(grid) == 2 and all(int(g) == g and g >= 1 for g in grid)):
+        raise ValueError(f"grid must be a pair (H, W) of positive integers, got {grid!r}")
+    height, width = int(grid[0]), int(grid[1])
+    if n is not None and height * width != n:
+        raise ValueError(f"v has N={n} tokens but grid {height}×{width} holds H·W={height * width}")
+    return height, width
+
+
+def _check_params(mu: Tensor, sigma: Tensor, amp: Tensor, v: Tensor | None, n: int | None) -> bool:
+    """Validate shapes and values; return True for steered (per-token) parameters."""
+    for name, t in (("mu", mu), ("sigma", sigma), ("amp", amp)):
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {type(t).__name__}"
+                             + (f" of dtype {t.dtype}" if isinstance(t, Tensor) else ""))
+    if mu.shape != sigma.shape:
+        raise ValueError(f"sigma must have the shape of mu {tuple(mu.shape)}, got {tuple(sigma.shape)}")
+    if mu.dim() not in (3, 5) or mu.shape[-1] != 2:
+        raise ValueError("mu must have shape (heads, M, 2) (fixed) or (B, heads, N, M, 2) (steered), "
+                         f"got {tuple(mu.shape)}")
+    steered = mu.dim() == 5
+    if amp.shape != mu.shape[:-1]:
+        raise ValueError(f"amp must have shape {tuple(mu.shape[:-1])} to match mu {tuple(mu.shape)} "
+                         f"(mismatched heads/atoms?), got {tuple(amp.shape)}")
+    if v is not None:
+        if steered and (mu.shape[0] != v.shape[0] or mu.shape[2] != n):
+            raise ValueError(f"steered mu {tuple(mu.shape)} must be (B, heads, N, M, 2) with B={v.shape[0]}, "
+                             f"N={n} from v {tuple(v.shape)}")
+        heads = mu.shape[1] if steered else mu.shape[0]
+        if heads != v.shape[1]:
+            raise ValueError(f"mu has {heads} heads but v {tuple(v.shape)} has {v.shape[1]}")
+    with torch.no_grad():
+        if not bool(torch.isfinite(sigma).all()) or not bool((sigma > 0).all()):
+            raise ValueError(f"sigma must be finite and > 0 (min {sigma.min().item():.3g})")
+        if not bool(torch.isfinite(mu).all()) or not bool(torch.isfinite(amp).all()):
+            raise ValueError("mu and amp must be finite")
+    return steered
+
+
+def triton_available(device: torch.device | str = "cuda") -> bool:
+    """True when the Triton backend can run on tensors of `device` (GPU, or CPU under TRITON_INTERPRET=1)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return False
+    elif not (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"):
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def ssog(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
+         backend: str = "auto") -> Tensor:
+    """Apply SSoG to values `v` (B, heads, N, d) on an H×W token grid (N = H·W, row-major).
+
+    backend: "torch" (reference), "triton" (fused kernel; CUDA, or CPU under TRITON_INTERPRET=1),
+    "auto" (triton for CUDA tensors when importable, else torch). Returns (B, heads, N, d),
+    differentiable in v, mu, sigma and amp.
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if not isinstance(v, Tensor) or v.dim() != 4 or not v.is_floating_point():
+        raise ValueError("v must be a floating-point tensor of shape (B, heads, N, d), got "
+                         + (f"shape {tuple(v.shape)}" if isinstance(v, Tensor) else type(v).__name__))
+    grid = _check_grid(grid, v.shape[2])
+    _check_params(mu, sigma, amp, v, v.shape[2])
+    if backend == "auto":
+        backend = "triton" if v.is_cuda and triton_available(v.device) else "torch"
+    if backend == "triton":
+        if not triton_available(v.device):
+            raise ValueError(f"backend='triton' cannot run on a {v.device.type} tensor here: it needs CUDA, "
+                             "or TRITON_INTERPRET=1 set before triton is imported (CPU interpreter), and triton installed")
+        from .triton_kernel import ssog_triton
+
+        return ssog_triton(v, mu, sigma, amp, grid)
+    return ssog_reference(v, mu, sigma, amp, grid)
+
+
+def dense_kernel(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """The N×N SSoG kernel K (Y = K V): (heads, N, N) for fixed, (B, heads, N, N) for steered parameters.
+
+    For teaching and tests; the operator itself never builds it except on small grids.
+    """
+    height, width = _check_grid(grid, None)
+    steered = _check_params(mu, sigma, amp, None, None)
+    if steered and mu.shape[2] != height * width:
+        raise ValueError(f"steered mu {tuple(mu.shape)} has N={mu.shape[2]} but grid {height}×{width} "
+                         f"holds {height * width}")
+    return dense_kernel_reference(mu, sigma, amp, (height, width))
