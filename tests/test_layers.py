@@ -69,7 +69,8 @@ def test_atoms_start_at_several_scales():
     assert mixer.mu.detach().abs().max() <= 2.0
 
 
-@pytest.mark.parametrize("make", [lambda: SSoGMixer(12, 5), lambda: SDPAMixer(12, 5), lambda: SSoGMixer(12, 3, atoms=0)])
+@pytest.mark.parametrize("make", [lambda: SSoGMixer(12, 5), lambda: SDPAMixer(12, 5),
+                                  lambda: SSoGMixer(12, 3, atoms=0)])
 def test_bad_dimensions_raise(make):
     with pytest.raises(ValueError, match="dim=12|atoms"):
         make()

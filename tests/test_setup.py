@@ -34,7 +34,8 @@ def test_make_lab_serves_the_notebooks():
                 break
             except OSError:
                 time.sleep(1)
-        assert listing is not None, "JupyterLab did not answer: " + (proc.stdout.read1().decode() if proc.poll() else "")
+        log = proc.stdout.read1().decode() if proc.poll() is not None else ""
+        assert listing is not None, f"JupyterLab did not answer: {log}"
         names = {item["name"] for item in listing["content"]}
         expected = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
         assert expected <= names

@@ -95,7 +95,8 @@ def ssog(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int
     if backend == "triton":
         if not triton_available(v.device):
             raise ValueError(f"backend='triton' cannot run on a {v.device.type} tensor here: it needs CUDA, "
-                             "or TRITON_INTERPRET=1 set before triton is imported (CPU interpreter), and triton installed")
+                             "or TRITON_INTERPRET=1 set before triton is imported (CPU interpreter), "
+                             "and triton installed")
         from .triton_kernel import ssog_triton
 
         return ssog_triton(v, mu, sigma, amp, grid)
