@@ -57,7 +57,8 @@ class LiveFigure:
     @property
     def widget(self) -> widgets.VBox:
         """The box to display: controls on top, then the readout and the figure."""
-        return widgets.VBox([widgets.HBox(list(self.controls.values())), self.readout, self.figure])
+        controls = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        return widgets.VBox([controls, self.readout, self.figure])
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
