@@ -1,0 +1,270 @@
+"""One Vision Transformer family with three depth forms and five token mixers.
+
+    build_model("nano", depth="ode", mixer="ssog", in_chans=1, num_classes=10)(images) -> logits
+
+Residual branch (one form for all three depths, the *parallel* pre-norm form of DESIGN.md §2):
+
+    f(x) = mixer(LN(x)) + MLP(LN(x))
+
+so the layer is a single function of x: the discrete and looped update is x ← x + f(x) and the ODE is
+dx/dt = f(x). f ignores t (an autonomous ODE), so Euler with step 1 on [0, L] is exactly the looped model.
+
+Depth forms:
+    discrete  x_{l+1} = x_l + f_l(x_l), L blocks with their own weights;
+    looped    x_{l+1} = x_l + f(x_l),   one block applied L times;
+    ode       dx/dt = f(x) on [0, T] (T = L by default), one block, solved by torchdiffeq or by the
+              library's own fixed-grid solvers (`ode_solver`); `model.nfe` counts f evaluations of the
+              last forward pass.
+
+Positional embedding: a learned table at the build grid (image_size / patch_size), resized bilinearly
+to the grid of the actual input, so a model built at 224² evaluates at 1024² (any multiple of the patch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+
+DEPTHS = ("discrete", "looped", "ode")
+MIXERS = ("sdpa", "sdpa-math", "axial", "ssog", "ssog-steered")
+ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
+ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
+
+
+@dataclass
+class ViTConfig:
+    """Everything that defines a model. Sizes are in pixels (image_size, patch_size) or features (dim).
+
+    heads      attention heads (sdpa, sdpa-math, axial).
+    ssog_heads SSoG heads (ssog, ssog-steered); None means dim // 8. An SSoG head costs only atoms × 5
+               parameters and nothing in mixing time (DESIGN.md §1), so SSoG gets more heads than attention.
+    ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
+               None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
+               ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
+    """
+
+    image_size: int = 224
+    patch_size: int = 16
+    in_chans: int = 3
+    num_classes: int = 100
+    dim: int = 192
+    layers: int = 12
+    heads: int = 3
+    ssog_heads: int | None = None
+    atoms: int = 4
+    ssog_init_spread: float = 2.0
+    mlp_ratio: float = 4.0
+    depth: str = "discrete"
+    mixer: str = "sdpa"
+    ode_method: str = "rk4"
+    ode_step_size: float = 1.0
+    ode_T: float | None = None
+    ode_rtol: float = 1e-3
+    ode_atol: float = 1e-4
+    ode_adjoint: bool = False
+    ode_solver: str = "torchdiffeq"
+
+    def __post_init__(self):
+        choices = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS}
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
+        if self.ssog_heads is None:
+            self.ssog_heads = max(1, self.dim // 8)
+        for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "layers", "heads",
+                     "ssog_heads", "atoms"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
+        if self.dim % self.mixer_heads:
+            raise ValueError(f"dim={self.dim} must be a multiple of the mixer's heads={self.mixer_heads}")
+        if self.ode_solver == "ssog_lab" and self.ode_method == "dopri5":
+            raise ValueError("ode_method='dopri5' needs ode_solver='torchdiffeq' (own solvers are fixed-grid)")
+        if self.ode_step_size <= 0 or (self.ode_T is not None and self.ode_T <= 0):
+            raise ValueError(f"ode_step_size and ode_T must be > 0, got {self.ode_step_size}, {self.ode_T}")
+
+    @property
+    def mixer_heads(self) -> int:
+        return self.ssog_heads if self.mixer.startswith("ssog") else self.heads
+
+    @property
+    def end_time(self) -> float:
+        return float(self.layers if self.ode_T is None else self.ode_T)
+
+
+PRESETS: dict[str, dict] = {
+    "nano": dict(image_size=32, patch_size=4, dim=64, layers=4, heads=2),
+    "tiny": dict(image_size=224, patch_size=16, dim=192, layers=12, heads=3),
+    "small": dict(image_size=224, patch_size=16, dim=384, layers=12, heads=6),
+    "base": dict(image_size=224, patch_size=16, dim=768, layers=12, heads=12),
+}
+
+
+def make_mixer(config: ViTConfig) -> nn.Module:
+    """The token mixer named by config.mixer, forward(x (B, N, C), grid) -> (B, N, C)."""
+    if config.mixer in ("ssog", "ssog-steered"):
+        return SSoGMixer(config.dim, config.ssog_heads, atoms=config.atoms, steered=config.mixer == "ssog-steered",
+                         init_spread=config.ssog_init_spread)
+    if config.mixer == "axial":
+        return AxialSDPAMixer(config.dim, config.heads)
+    return SDPAMixer(config.dim, config.heads, backend="math" if config.mixer == "sdpa-math" else "auto")
+
+
+class Branch(nn.Module):
+    """The residual branch f(x) = mixer(LN(x)) + MLP(LN(x)), x (B, N, C) -> (B, N, C)."""
+
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        hidden = int(config.dim * config.mlp_ratio)
+        self.norm = nn.LayerNorm(config.dim)
+        self.mixer = make_mixer(config)
+        self.mlp = nn.Sequential(nn.Linear(config.dim, hidden), nn.GELU(), nn.Linear(hidden, config.dim))
+
+    def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
+        h = self.norm(x)
+        return self.mixer(h, grid) + self.mlp(h)
+
+
+class Dynamics(nn.Module):
+    """The ODE right-hand side dx/dt = f(x) (autonomous: t is ignored), counting its evaluations."""
+
+    def __init__(self, branch: Branch, grid: tuple[int, int]):
+        super().__init__()
+        self.branch, self.grid, self.nfe = branch, grid, 0
+
+    def forward(self, t: Tensor, x: Tensor) -> Tensor:
+        self.nfe += 1
+        return self.branch(x, self.grid)
+
+
+class ViT(nn.Module):
+    """images (B, in_chans, H, W) -> logits (B, num_classes); H and W any multiples of the patch size."""
+
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        self.config = config
+        p, g = config.patch_size, config.image_size // config.patch_size
+        self.patch_embed = nn.Conv2d(config.in_chans, config.dim, kernel_size=p, stride=p)
+        self.pos_embed = nn.Parameter(torch.randn(1, config.dim, g, g) * 0.02)  # (1, C, g, g) at the build grid
+        count = config.layers if config.depth == "discrete" else 1
+        self.blocks = nn.ModuleList(Branch(config) for _ in range(count))
+        self.norm = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.num_classes)
+        self.nfe = 0
+
+    def embed(self, images: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """Patch tokens plus positional embedding: (B, N, C) and the token grid (H/p, W/p)."""
+        c, p = self.config, self.config.patch_size
+        if images.dim() != 4 or images.shape[1] != c.in_chans:
+            raise ValueError(f"images must have shape (B, {c.in_chans}, H, W), got {tuple(images.shape)}")
+        if images.shape[2] % p or images.shape[3] % p:
+            raise ValueError(f"images height and width must be multiples of patch_size={p}, "
+                             f"got {images.shape[2]}×{images.shape[3]}")
+        x = self.patch_embed(images)  # (B, C, H/p, W/p)
+        grid = (x.shape[2], x.shape[3])
+        pos = self.pos_embed
+        if grid != tuple(pos.shape[2:]):
+            pos = F.interpolate(pos, size=grid, mode="bilinear", align_corners=False)  # (1, C, H/p, W/p)
+        return (x + pos).flatten(2).transpose(1, 2), grid  # (B, N, C)
+
+    def states(self, images: Tensor, times: Tensor | None = None) -> Tensor:
+        """Token states along depth: (S, B, N, C). Discrete/looped: S = L + 1 (input and after each layer);
+        ode: the solution at `times` (default L + 1 equally spaced points on [0, T])."""
+        x, grid = self.embed(images)
+        c = self.config
+        if c.depth != "ode":
+            out = [x]
+            for layer in range(c.layers):
+                block = self.blocks[layer if c.depth == "discrete" else 0]
+                out.append(out[-1] + block(out[-1], grid))
+            return torch.stack(out)
+        if times is None:
+            times = torch.linspace(0.0, c.end_time, c.layers + 1)
+        return self._solve(x, grid, times.to(x))
+
+    def _solve(self, x: Tensor, grid: tuple[int, int], times: Tensor) -> Tensor:
+        c = self.config
+        dynamics = Dynamics(self.blocks[0], grid)
+        if c.ode_solver == "ssog_lab":
+            from . import ode
+
+            states = ode.odeint(dynamics, x, times, method=c.ode_method, step_size=c.ode_step_size)
+        else:
+            import torchdiffeq
+
+            solve = torchdiffeq.odeint_adjoint if c.ode_adjoint else torchdiffeq.odeint
+            if c.ode_method == "dopri5":
+                states = solve(dynamics, x, times, method="dopri5", rtol=c.ode_rtol, atol=c.ode_atol)
+            else:
+                states = solve(dynamics, x, times, method=c.ode_method, options=dict(step_size=c.ode_step_size))
+        self.nfe = dynamics.nfe
+        return states  # (S, B, N, C)
+
+    def forward(self, images: Tensor) -> Tensor:
+        if self.config.depth == "ode":
+            x, grid = self.embed(images)
+            x = self._solve(x, grid, torch.tensor([0.0, self.config.end_time]).to(x))[-1]  # (B, N, C)
+        else:
+            x = self.states(images)[-1]  # (B, N, C)
+        return self.head(self.norm(x).mean(dim=1))  # (B, num_classes)
+
+
+def build_model(preset: str = "nano", depth: str = "discrete", mixer: str = "sdpa", **overrides) -> ViT:
+    """A ViT from a preset ("nano", "tiny", "small", "base") with ViTConfig fields as overrides."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+    fields = {f.name for f in dataclasses.fields(ViTConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown ViTConfig field(s) {unknown}; valid fields: {sorted(fields)}")
+    return ViT(ViTConfig(**{**PRESETS[preset], "depth": depth, "mixer": mixer, **overrides}))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameter_table(presets: tuple[str, ...] = ("tiny", "small", "base"), mixers: tuple[str, ...] = MIXERS,
+                    depth: str = "discrete", **overrides) -> list[dict]:
+    """Rows {preset, mixer, depth, params, saving_vs_sdpa (fraction)}; models are built on the meta device."""
+    rows = []
+    for preset in presets:
+        with torch.device("meta"):
+            base = count_parameters(build_model(preset, depth=depth, mixer="sdpa", **overrides))
+            counts = {m: count_parameters(build_model(preset, depth=depth, mixer=m, **overrides)) for m in mixers}
+        rows += [dict(preset=preset, mixer=m, depth=depth, params=n, saving_vs_sdpa=1 - n / base)
+                 for m, n in counts.items()]
+    return rows
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = ["| preset | depth | mixer | parameters | saving vs sdpa |", "|---|---|---|---:|---:|"]
+    lines += [f"| {r['preset']} | {r['depth']} | {r['mixer']} | {r['params']:,} | {100 * r['saving_vs_sdpa']:.1f}% |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ssog_lab params`: print the parameter table as markdown."""
+    parser = argparse.ArgumentParser(prog="python -m ssog_lab params", description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"], choices=list(PRESETS))
+    parser.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(MIXERS))
+    parser.add_argument("--depth", nargs="+", default=["discrete"], choices=list(DEPTHS))
+    parser.add_argument("--num-classes", type=int, default=ViTConfig.num_classes)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    rows = [r for d in args.depth
+            for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, num_classes=args.num_classes)]
+    print(f"Parameters, num_classes={args.num_classes} (torch {torch.__version__}, "
+          f"{datetime.date.today().isoformat()})\n")
+    print(markdown_table(rows))
+    return 0
