@@ -1,0 +1,147 @@
+"""Lipschitz tools: how much can a mixer stretch its input, and what that means for the ODE.
+
+* `ssog_spectral_norm`        exact ‖·‖₂ of fixed SSoG, per head: the map V ↦ Y is linear, so power
+                              iteration (Lanczos-accelerated) on the map itself and its transpose finds its
+                              largest singular value without building the N×N kernel;
+* `ssog_dense_spectral_norm`  the same from the N×N kernel (reference, small grids);
+* `ssog_lipschitz_bound`      the closed-form bound Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ (DESIGN.md §1);
+* `jacobian_spectral_norm`    ‖∂f/∂x‖₂ at a point for any function (a mixer, a whole residual branch),
+                              by the same iteration with forward- and reverse-mode products (torch.func);
+* `ray_sweep`                 that norm along a ray s·x: it grows with s for dense attention, it is constant
+                              for fixed SSoG (a linear map has the same Jacobian everywhere);
+* `picard`                    successive approximations x_{k+1}(t) = x0 + ∫_0^t f(s, x_k(s)) ds on a grid,
+                              every iterate returned (Picard–Lindelöf made visible).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from . import ops
+
+__all__ = ["ssog_spectral_norm", "ssog_dense_spectral_norm", "ssog_lipschitz_bound", "jacobian_spectral_norm",
+           "ray_sweep", "picard"]
+
+
+def _largest_singular_value(apply: Callable[[Tensor], Tensor], apply_t: Callable[[Tensor], Tensor],
+                             start: Tensor, dims: tuple[int, ...], steps: int, tol: float) -> Tensor:
+    """Largest singular value of a linear map A, given the products A·v and Aᵀ·u.
+
+    Power iteration on AᵀA, accelerated by keeping every iterate: Golub–Kahan–Lanczos bidiagonalization
+    (full reorthogonalization) builds orthonormal bases U, V of the Krylov spaces of the power iterates
+    with Uᵀ A V = B upper bidiagonal, and σ_max(B) rises to σ_max(A) (never above it) far faster than
+    the plain power iterate does when the top singular values are close. Inner products run over `dims`
+    separately for every index of the other dimensions, so a block-diagonal map (SSoG's heads) gets one
+    value per block: the result has the shape of `start` reduced over `dims`. Stops when σ_max(B)
+    changes by at most tol (relative) or after `steps` products.
+    """
+    tiny = torch.finfo(start.dtype).tiny
+    dot = lambda a, b: (a * b).sum(dim=dims, keepdim=True)
+    unit = lambda a: (a / dot(a, a).sqrt().clamp_min(tiny), dot(a, a).sqrt())
+    steps = min(steps, math.prod(start.shape[d] for d in dims))
+    v, _ = unit(start)
+    us, vs, alphas, betas = [], [v], [], []
+    estimate = None
+    for k in range(steps):
+        u = apply(vs[-1]) - (betas[-1] * us[-1] if us else 0)
+        for w in us:  # full reorthogonalization keeps the bases orthonormal in floating point
+            u = u - dot(u, w) * w
+        u, alpha = unit(u)
+        v = apply_t(u) - alpha * vs[-1]
+        for w in vs:
+            v = v - dot(v, w) * w
+        v, beta = unit(v)
+        us, vs, alphas, betas = us + [u], vs + [v], alphas + [alpha], betas + [beta]
+        diagonal = torch.stack([a.flatten() for a in alphas], dim=-1)  # (blocks, k + 1)
+        upper = torch.stack([b.flatten() for b in betas[:-1]], dim=-1) if k else diagonal[:, :0]
+        bidiagonal = torch.diag_embed(diagonal) + torch.diag_embed(upper, offset=1)  # (blocks, k + 1, k + 1)
+        new = torch.linalg.matrix_norm(bidiagonal, ord=2)  # (blocks,)
+        if estimate is not None and bool(((new - estimate).abs() <= tol * new).all()):
+            estimate = new
+            break
+        estimate = new
+    return estimate.reshape([n for i, n in enumerate(start.shape) if i not in dims])
+
+
+def _start(shape: Sequence[int], like: Tensor, seed: int) -> Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(tuple(shape), generator=generator, dtype=like.dtype).to(like.device)
+
+
+def ssog_spectral_norm(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int], steps: int = 100,
+                       tol: float = 1e-10, seed: int = 0) -> Tensor:
+    """‖V ↦ ssog(V)‖₂ per head for fixed parameters (mu, sigma (heads, M, 2); amp (heads, M)): (heads,).
+
+    The operator acts as K_h ⊗ I_d on each head's values, so d = 1 suffices.
+    """
+    if mu.dim() != 3:
+        raise ValueError(f"mu must be fixed parameters (heads, M, 2), got shape {tuple(mu.shape)}")
+    heads, n = mu.shape[0], grid[0] * grid[1]
+    with torch.no_grad():
+        apply = lambda v: ops.ssog(v, mu, sigma, amp, grid)  # (1, heads, N, 1) -> (1, heads, N, 1)
+        _, transpose = torch.func.vjp(apply, torch.zeros(1, heads, n, 1, dtype=mu.dtype, device=mu.device))
+        start = _start((1, heads, n, 1), mu, seed)
+        return _largest_singular_value(apply, lambda y: transpose(y)[0], start, (2, 3), steps, tol)[0]
+
+
+def ssog_dense_spectral_norm(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Reference: matrix 2-norm of each head's N×N kernel (‖K ⊗ I_d‖₂ = ‖K‖₂): (heads,)."""
+    return torch.linalg.matrix_norm(ops.dense_kernel(mu, sigma, amp, grid), ord=2)
+
+
+def ssog_lipschitz_bound(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ per head (triangle inequality and ‖A ⊗ B‖₂ = ‖A‖₂‖B‖₂): (heads,)."""
+    if mu.dim() != 3:
+        raise ValueError(f"mu must be fixed parameters (heads, M, 2), got shape {tuple(mu.shape)}")
+    norms = []
+    for axis, length in enumerate(grid):
+        positions = torch.arange(length, dtype=mu.dtype, device=mu.device)[:, None]  # (L, 1): query i
+        g = ops.axis_weights(positions, mu[..., None, None, axis], sigma[..., None, None, axis], length)
+        norms.append(torch.linalg.matrix_norm(g[..., 0, :], ord=2))  # (heads, M) from (heads, M, L, L)
+    return (amp.abs() * norms[0] * norms[1]).sum(dim=-1)
+
+
+def jacobian_spectral_norm(func: Callable[[Tensor], Tensor], x: Tensor, steps: int = 100, tol: float = 1e-10,
+                           seed: int = 0) -> Tensor:
+    """‖∂func/∂x‖₂ at x (largest singular value of the Jacobian, all of x's entries as one vector): scalar.
+
+    Jacobian-vector products use forward mode (torch.func.jvp), transposed products reverse mode.
+    Attention runs with the "math" SDPA backend here, the one that supports forward mode (same function).
+    """
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        _, pullback = torch.func.vjp(func, x)
+        apply = lambda u: torch.func.jvp(func, (x,), (u,))[1]
+        dims = tuple(range(x.dim()))
+        return _largest_singular_value(apply, lambda y: pullback(y)[0], _start(x.shape, x, seed), dims, steps, tol)
+
+
+def ray_sweep(func: Callable[[Tensor], Tensor], x: Tensor, scales: Sequence[float] | Tensor, steps: int = 100,
+              tol: float = 1e-10, seed: int = 0) -> Tensor:
+    """Jacobian spectral norm of func at s·x for every s in scales: (len(scales),)."""
+    return torch.stack([jacobian_spectral_norm(func, float(s) * x, steps, tol, seed) for s in scales])
+
+
+def picard(func: Callable[[Tensor, Tensor], Tensor], x0: Tensor, t: Tensor, iterations: int = 8) -> Tensor:
+    """Picard iterates of dx/dt = func(t, x), x(t[0]) = x0, on the grid t: (iterations + 1, len(t), *x0.shape).
+
+    Iterate 0 is the constant x0; iterate k+1 is x0 + ∫_{t0}^{t} func(s, x_k(s)) ds by the cumulative
+    trapezoid rule on t (so iterates converge to the ODE solution up to the O(Δt²) quadrature error).
+    """
+    t = torch.as_tensor(t, dtype=x0.dtype, device=x0.device)
+    if t.dim() != 1 or len(t) < 2:
+        raise ValueError(f"t must be a 1-D grid of at least 2 times, got shape {tuple(t.shape)}")
+    if iterations < 0:
+        raise ValueError(f"iterations must be ≥ 0, got {iterations}")
+    current = x0.expand(len(t), *x0.shape).clone()  # (T, *x0.shape)
+    iterates = [current]
+    for _ in range(iterations):
+        slopes = torch.stack([func(ti, xi) for ti, xi in zip(t, current, strict=True)])  # (T, *x0.shape)
+        integral = torch.cumulative_trapezoid(slopes, x=t, dim=0)  # (T − 1, *x0.shape)
+        current = torch.cat([x0[None], x0 + integral])  # (T, *x0.shape)
+        iterates.append(current)
+    return torch.stack(iterates)
