@@ -261,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(MIXERS))
     parser.add_argument("--depth", nargs="+", default=["discrete"], choices=list(DEPTHS))
     parser.add_argument("--num-classes", type=int, default=ViTConfig.num_classes)
+    parser.add_argument("--ssog-heads", type=int, default=None, help="SSoG heads (default: dim // 8)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    rows = [r for d in args.depth
-            for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, num_classes=args.num_classes)]
-    print(f"Parameters, num_classes={args.num_classes} (torch {torch.__version__}, "
+    overrides = dict(num_classes=args.num_classes, ssog_heads=args.ssog_heads)
+    rows = [r for d in args.depth for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, **overrides)]
+    heads = "dim // 8" if args.ssog_heads is None else args.ssog_heads
+    print(f"Parameters, num_classes={args.num_classes}, ssog_heads={heads} (torch {torch.__version__}, "
           f"{datetime.date.today().isoformat()})\n")
     print(markdown_table(rows))
     return 0
