@@ -6,5 +6,17 @@ Every widget is a `LiveFigure`: a plotly `FigureWidget`, a list of ipywidgets co
 """
 
 from ._base import LiveFigure
+from .atoms import (
+    KERNEL_PRESETS,
+    check_edge_detector,
+    edge_response,
+    gaussian_1d_widget,
+    photo_widget,
+    query_kernel_widget,
+)
+from .common import Check, apply_to_image, atoms_from_lists, check_number, fast_mode, image_row, photo_grid
 
 __all__ = ["LiveFigure"]
+__all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
+            "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
+            "image_row", "photo_grid"]
