@@ -29,8 +29,8 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     """
     j = torch.arange(length, device=mu.device, dtype=mu.dtype)  # (L,)
     centre = (query_pos + mu).unsqueeze(-1)  # (*S, 1)
-    logits = -((j - centre) ** 2) / (2 * sigma.unsqueeze(-1) ** 2)  # (*S, L)
-    return torch.softmax(logits, dim=-1)
+    coefficient = (-0.5 / sigma**2).unsqueeze(-1)  # (*S, 1): −1/(2σ²), so the (*S, L) work is sub, square, mul
+    return torch.softmax((j - centre).square() * coefficient, dim=-1)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -49,10 +49,10 @@ def _fixed_axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tu
     with G[..., i, j] = g(i → j).
     """
     height, width = grid
-    rows = _positions(height, mu)[:, None]  # (H, 1): query positions i
-    cols = _positions(width, mu)[:, None]  # (W, 1)
-    g_row = axis_weights(rows, mu[..., None, None, 0], sigma[..., None, None, 0], height)[..., 0, :]
-    g_col = axis_weights(cols, mu[..., None, None, 1], sigma[..., None, None, 1], width)[..., 0, :]
+    # Query positions (L,) against parameters (heads, M, 1): the weights come out as (heads, M, L, L)
+    # directly, with no unit axis in the broadcast (which makes the elementwise ops several times slower).
+    g_row = axis_weights(_positions(height, mu), mu[..., None, 0], sigma[..., None, 0], height)
+    g_col = axis_weights(_positions(width, mu), mu[..., None, 1], sigma[..., None, 1], width)
     return g_row, g_col  # (heads, M, H, H), (heads, M, W, W)
 
 
@@ -60,18 +60,21 @@ def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> t
     """Per-token Gaussian weights for steered parameters.
 
     mu, sigma: (B, heads, N, M, 2). Returns
-    G_row (B, heads, H, W, M, H): weights over r' for the output token (r, c), and
+    G_row (B, heads, W, H, M, H): weights over r' for the output token (r, c), stored column-major
+        (c before r) so that the row stage reads them without a copy, and
     G_col (B, heads, H, W, M, W): weights over c' for the output token (r, c).
     """
     height, width = grid
     b, heads, _, atoms, _ = mu.shape
     mu = mu.reshape(b, heads, height, width, atoms, 2)  # (B, heads, H, W, M, 2)
     sigma = sigma.reshape(b, heads, height, width, atoms, 2)
-    rows = _positions(height, mu)[:, None, None]  # (H, 1, 1): broadcast over (H, W, M)
-    cols = _positions(width, mu)[None, :, None]  # (1, W, 1)
-    g_row = axis_weights(rows, mu[..., 0], sigma[..., 0], height)  # (B, heads, H, W, M, H)
-    g_col = axis_weights(cols, mu[..., 1], sigma[..., 1], width)  # (B, heads, H, W, M, W)
-    return g_row, g_col
+    rows = _positions(height, mu)[:, None]  # (H, 1): broadcast over (W, H, M) below
+    cols = _positions(width, mu)[:, None]  # (W, 1): broadcast over (H, W, M)
+    # Transposed parameters are made contiguous (they are small) so that the weights come out contiguous.
+    mu_row, sigma_row = (t[..., 0].transpose(2, 3).contiguous() for t in (mu, sigma))  # (B, heads, W, H, M)
+    g_row = axis_weights(rows, mu_row, sigma_row, height)
+    g_col = axis_weights(cols, mu[..., 1], sigma[..., 1], width)
+    return g_row, g_col  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
 
 
 def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
@@ -91,8 +94,9 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
         return kernel.reshape(mu.shape[0], n, n)
     g_row, g_col = _steered_axis_weights(mu, sigma, grid)
     amp = amp.reshape(*amp.shape[:2], height, width, -1)  # (B, heads, H, W, M)
-    # g_col is indexed by the intermediate token (r', c): g_col[b, h, r', c, m, c'].
-    kernel = torch.einsum("bhrcm,bhrcmy,bhycmx->bhrcyx", amp, g_row, g_col)  # (B, heads, H, W, H, W)
+    # g_row[b, h, c, r, m, r'] belongs to the output token (r, c); g_col[b, h, r', c, m, c'] to the
+    # intermediate token (r', c).
+    kernel = torch.einsum("bhrcm,bhcrmy,bhycmx->bhrcyx", amp, g_row, g_col)  # (B, heads, H, W, H, W)
     return kernel.reshape(*mu.shape[:2], n, n)
 
 
@@ -112,23 +116,60 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
 
     work = _compute_dtype(mu.dtype)
     mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
-    grid_v = v.reshape(b, heads, height, width, d)  # (B, heads, H, W, d)
     if mu.dim() == 3:
-        g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)
-        g_row = (amp[..., None, None] * g_row).to(v.dtype)  # fold α into the row stage
-        g_col = g_col.to(v.dtype)
-        # Stage 1 (columns mix): Z[b,h,m,r,c] = Σ_c' G_col[h,m,c,c'] V[b,h,r,c'].
-        z = torch.einsum("hmcx,bhrxd->bhmrcd", g_col, grid_v)  # (B, heads, M, H, W, d)
-        # Stage 2 (rows mix), summed over atoms: Y[b,h,r,c] = Σ_m Σ_r' α G_row[h,m,r,r'] Z[b,h,m,r',c].
-        y = torch.einsum("hmry,bhmycd->bhrcd", g_row, z)  # (B, heads, H, W, d)
-        return y.reshape(b, heads, n, d)
+        return _fixed_separable(v, mu, sigma, amp, grid)
+    return _steered_separable(v, mu, sigma, amp, grid)
 
-    g_row, g_col = _steered_axis_weights(mu, sigma, grid)
-    amp = amp.reshape(b, heads, height, width, -1)  # (B, heads, H, W, M)
-    g_row = (amp[..., None] * g_row).to(v.dtype)  # (B, heads, H, W, M, H)
-    g_col = g_col.to(v.dtype)  # (B, heads, H, W, M, W)
-    # Stage 1: Z[b,h,r,c,m] = Σ_c' G_col[b,h,r,c,m,c'] V[b,h,r,c'].
-    z = torch.einsum("bhrcmx,bhrxd->bhrcmd", g_col, grid_v)  # (B, heads, H, W, M, d)
-    # Stage 2: Y[b,h,r,c] = Σ_m Σ_r' α G_row[b,h,r,c,m,r'] Z[b,h,r',c,m].
-    y = torch.einsum("bhrcmy,bhycmd->bhrcd", g_row, z)  # (B, heads, H, W, d)
-    return y.reshape(b, heads, n, d)
+
+def _token_major(y: Tensor) -> Tensor:
+    """(B, H, W, heads, d) laid out token-major, returned as the (B, heads, N, d) view of it: merging the
+    heads back into (B, N, heads·d), as a mixer's output projection does, is then free."""
+    b, height, width, heads, d = y.shape
+    return y.view(b, height * width, heads, d).transpose(1, 2)  # (B, heads, N, d)
+
+
+def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are shared by the batch).
+
+    The values of one head are laid out as a matrix with the row index r' first and everything else
+    (b, d, c') behind it, so that the row stage is a single left multiplication for all atoms at once,
+    and its result, read per atom as rows (r, b, d) × columns c', feeds the column stage as a right
+    multiplication; the atom sum accumulates in place. Only the input and the output are permuted.
+    """
+    height, width = grid
+    b, heads, n, d = v.shape
+    atoms = mu.shape[1]
+    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
+    g_row = (amp[..., None, None] * g_row).to(v.dtype)  # fold α into the row stage
+    g_col_t = g_col.transpose(-1, -2).to(v.dtype)  # (heads, M, W', W): G_colᵀ, the right factor
+    x = v.reshape(b, heads, height, width, d).permute(1, 2, 0, 4, 3)  # (heads, H, B, d, W)
+    x = x.reshape(heads, height, b * d * width)  # (heads, H, B·d·W), a copy
+    # Row stage, all atoms in one GEMM per head: Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
+    z = torch.bmm(g_row.reshape(heads, atoms * height, height), x)  # (heads, M·H, B·d·W)
+    z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
+    # Column stage, summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
+    y = torch.bmm(z[:, 0], g_col_t[:, 0])  # (heads, H·B·d, W)
+    for m in range(1, atoms):
+        y.baddbmm_(z[:, m], g_col_t[:, m])  # in place: an out-of-place sum would copy y once per atom
+    out = y.view(heads, height, b, d, width).permute(2, 1, 4, 0, 3)  # (B, H, W, heads, d)
+    return _token_major(out.contiguous())
+
+
+def _steered_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Steered SSoG as two batched matmuls over per-token weights (DESIGN.md §1, stages 1 and 2)."""
+    height, width = grid
+    b, heads, n, d = v.shape
+    atoms = mu.shape[-2]
+    g_row, g_col = _steered_axis_weights(mu, sigma, grid)  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
+    amp = amp.reshape(b, heads, height, width, atoms).transpose(2, 3).contiguous()  # (B, heads, W, H, M)
+    g_row = (amp[..., None] * g_row).to(v.dtype)  # (B, heads, W, H, M, H), α folded in
+    g_col = g_col.to(v.dtype)
+    # Stage 1, per image row: Z[b,h,r,(c,m)] = Σ_c' G_col[b,h,r,c,m,c'] V[b,h,r,c'].
+    rows_v = v.reshape(b * heads * height, width, d)  # (B·heads·H, W, d)
+    z = torch.bmm(g_col.reshape(b * heads * height, width * atoms, width), rows_v)  # (B·heads·H, W·M, d)
+    z = z.view(b, heads, height, width, atoms, d).permute(0, 1, 3, 4, 2, 5)  # (B, heads, W, M, H', d)
+    z = z.reshape(b * heads * width, atoms * height, d)  # per image column, rows (m, r'), a copy
+    # Stage 2, per image column: Y[b,h,c,r] = Σ_m Σ_r' α G_row[b,h,c,r,m,r'] Z[b,h,c,(m,r')].
+    y = torch.bmm(g_row.reshape(b * heads * width, height, atoms * height), z)  # (B·heads·W, H, d)
+    out = y.view(b, heads, width, height, d).permute(0, 3, 2, 1, 4)  # (B, H, W, heads, d)
+    return _token_major(out.contiguous())
