@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import ode
 from .layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
 
 DEPTHS = ("discrete", "looped", "ode")
@@ -88,8 +89,9 @@ class ViTConfig:
             raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
         if self.dim % self.mixer_heads:
             raise ValueError(f"dim={self.dim} must be a multiple of the mixer's heads={self.mixer_heads}")
-        if self.ode_solver == "ssog_lab" and self.ode_method == "dopri5":
-            raise ValueError("ode_method='dopri5' needs ode_solver='torchdiffeq' (own solvers are fixed-grid)")
+        if self.ode_solver == "ssog_lab" and (self.ode_method == "dopri5" or self.ode_adjoint):
+            raise ValueError("ode_method='dopri5' and ode_adjoint=True need ode_solver='torchdiffeq' "
+                             "(the library's own solvers are fixed-grid, without adjoint)")
         if self.ode_step_size <= 0 or (self.ode_T is not None and self.ode_T <= 0):
             raise ValueError(f"ode_step_size and ode_T must be > 0, got {self.ode_step_size}, {self.ode_T}")
 
@@ -180,42 +182,38 @@ class ViT(nn.Module):
     def states(self, images: Tensor, times: Tensor | None = None) -> Tensor:
         """Token states along depth: (S, B, N, C). Discrete/looped: S = L + 1 (input and after each layer);
         ode: the solution at `times` (default L + 1 equally spaced points on [0, T])."""
-        x, grid = self.embed(images)
         c = self.config
+        if times is not None and c.depth != "ode":
+            raise ValueError(f"times applies to depth='ode' only, this model has depth={c.depth!r}")
+        x, grid = self.embed(images)
         if c.depth != "ode":
             out = [x]
             for layer in range(c.layers):
-                block = self.blocks[layer if c.depth == "discrete" else 0]
-                out.append(out[-1] + block(out[-1], grid))
+                out.append(out[-1] + self.block(layer)(out[-1], grid))
             return torch.stack(out)
         if times is None:
             times = torch.linspace(0.0, c.end_time, c.layers + 1)
         return self._solve(x, grid, times.to(x))
 
+    def block(self, layer: int) -> Branch:
+        """The residual branch used at layer `layer` (the shared one for looped and ode)."""
+        return self.blocks[layer if self.config.depth == "discrete" else 0]
+
     def _solve(self, x: Tensor, grid: tuple[int, int], times: Tensor) -> Tensor:
         c = self.config
         dynamics = Dynamics(self.blocks[0], grid)
-        if c.ode_solver == "ssog_lab":
-            from . import ode
-
-            states = ode.odeint(dynamics, x, times, method=c.ode_method, step_size=c.ode_step_size)
-        else:
-            import torchdiffeq
-
-            solve = torchdiffeq.odeint_adjoint if c.ode_adjoint else torchdiffeq.odeint
-            if c.ode_method == "dopri5":
-                states = solve(dynamics, x, times, method="dopri5", rtol=c.ode_rtol, atol=c.ode_atol)
-            else:
-                states = solve(dynamics, x, times, method=c.ode_method, options=dict(step_size=c.ode_step_size))
+        states = ode.solve(dynamics, x, times, method=c.ode_method, step_size=c.ode_step_size, rtol=c.ode_rtol,
+                           atol=c.ode_atol, adjoint=c.ode_adjoint, solver=c.ode_solver)
         self.nfe = dynamics.nfe
         return states  # (S, B, N, C)
 
     def forward(self, images: Tensor) -> Tensor:
+        x, grid = self.embed(images)  # (B, N, C)
         if self.config.depth == "ode":
-            x, grid = self.embed(images)
-            x = self._solve(x, grid, torch.tensor([0.0, self.config.end_time]).to(x))[-1]  # (B, N, C)
+            x = self._solve(x, grid, torch.tensor([0.0, self.config.end_time]).to(x))[-1]
         else:
-            x = self.states(images)[-1]  # (B, N, C)
+            for layer in range(self.config.layers):
+                x = x + self.block(layer)(x, grid)
         return self.head(self.norm(x).mean(dim=1))  # (B, num_classes)
 
 

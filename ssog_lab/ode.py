@@ -13,6 +13,8 @@ Butcher tableau run by the same step function:
 Grid: each interval [t_i, t_{i+1}] is split into the fewest equal steps no longer than `step_size`
 (one step when step_size is None). Where step_size divides every interval this is torchdiffeq's grid,
 and the two libraries agree to rounding. Wrap func in `CountNFE` to count its evaluations.
+
+`solve(...)` is the one call the models use: these solvers or torchdiffeq's (fixed grid, dopri5, adjoint).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["odeint", "CountNFE", "TABLEAUS", "METHODS"]
+__all__ = ["odeint", "solve", "CountNFE", "TABLEAUS", "METHODS"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,29 @@ def odeint(func: Callable[[Tensor, Tensor], Tensor], y0: Tensor, t: Tensor, meth
             y = rk_step(func, t0 + i * h, y, h, tableau)
         out.append(y)
     return torch.stack(out)
+
+
+def solve(func: Callable[[Tensor, Tensor], Tensor], y0: Tensor, t: Tensor, method: str = "rk4",
+          step_size: float | None = None, rtol: float = 1e-3, atol: float = 1e-4, adjoint: bool = False,
+          solver: str = "torchdiffeq") -> Tensor:
+    """y at every time in t, (len(t), *y0.shape), by `solver`:
+
+    "torchdiffeq": its odeint (odeint_adjoint when adjoint, func then must be an nn.Module); fixed-grid
+                   methods use step_size, adaptive ones ("dopri5", ...) use rtol and atol;
+    "ssog_lab":    this module's odeint (fixed grid only; adjoint not available).
+    """
+    if solver == "ssog_lab":
+        if adjoint:
+            raise ValueError("adjoint=True needs solver='torchdiffeq'")
+        return odeint(func, y0, t, method=method, step_size=step_size)
+    if solver != "torchdiffeq":
+        raise ValueError(f"solver must be 'torchdiffeq' or 'ssog_lab', got {solver!r}")
+    import torchdiffeq
+
+    integrate = torchdiffeq.odeint_adjoint if adjoint else torchdiffeq.odeint
+    if method in ("euler", "midpoint", "rk4"):
+        return integrate(func, y0, t, method=method, options=dict(step_size=step_size))
+    return integrate(func, y0, t, method=method, rtol=rtol, atol=atol)
 
 
 class CountNFE:

@@ -94,6 +94,11 @@ def test_ode_dopri5_and_adjoint_run_and_count():
         torch.testing.assert_close(a.grad, p.grad, rtol=1e-4, atol=1e-6)
 
 
+def test_states_times_only_for_ode():
+    with pytest.raises(ValueError, match="times applies to depth='ode' only"):
+        build_model("nano", layers=1).states(torch.zeros(1, 3, 32, 32), times=torch.tensor([0.0, 1.0]))
+
+
 def test_presets_and_ssog_heads_default():
     tiny = ViTConfig(**models.PRESETS["tiny"], mixer="ssog")
     assert (tiny.dim, tiny.heads, tiny.layers, tiny.patch_size, tiny.image_size) == (192, 3, 12, 16, 224)
@@ -109,6 +114,7 @@ def test_presets_and_ssog_heads_default():
     (dict(widht=64), r"unknown ViTConfig field\(s\) \['widht'\]; valid fields: \[.*'dim'"),
     (dict(ode_method="bdf"), "ode_method must be one of"),
     (dict(dim=60, mixer="ssog"), "multiple of the mixer's heads"),
+    (dict(depth="ode", ode_solver="ssog_lab", ode_method="dopri5"), "need ode_solver='torchdiffeq'"),
 ])
 def test_bad_arguments_name_the_valid_choices(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -65,3 +65,16 @@ def test_bad_arguments():
         ode.odeint(rhs, Y0.float(), t, step_size=0.0)
     with pytest.raises(ValueError, match="y0 must be a floating-point tensor"):
         ode.odeint(rhs, torch.tensor([1, 2]), t)
+
+
+def test_solve_dispatches_to_both_libraries():
+    t = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)
+    ours = ode.solve(rhs, Y0, t, method="rk4", step_size=0.5, solver="ssog_lab")
+    theirs = ode.solve(rhs, Y0, t, method="rk4", step_size=0.5, solver="torchdiffeq")
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    adaptive = ode.solve(rhs, Y0, t, method="dopri5", rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(adaptive[-1], exact(2.0), rtol=1e-8, atol=1e-8)
+    with pytest.raises(ValueError, match="adjoint=True needs solver='torchdiffeq'"):
+        ode.solve(rhs, Y0, t, adjoint=True, solver="ssog_lab")
+    with pytest.raises(ValueError, match="solver must be 'torchdiffeq' or 'ssog_lab'"):
+        ode.solve(rhs, Y0, t, solver="scipy")
