@@ -32,6 +32,12 @@ def test_non_square_input_and_resolution_errors():
         model(torch.randn(1, 1, 32, 32))
 
 
+def test_model_built_at_224_evaluates_at_1024():
+    model = build_model("tiny", mixer="ssog", layers=1, num_classes=10)
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 1024, 1024)).shape == (1, 10)
+
+
 def test_positional_embedding_is_the_table_at_the_build_grid_and_resized_elsewhere():
     model = build_model("nano", layers=1)
     _, grid = model.embed(torch.zeros(1, 3, 32, 32))
