@@ -15,8 +15,19 @@ from .atoms import (
     query_kernel_widget,
 )
 from .common import Check, apply_to_image, atoms_from_lists, check_number, fast_mode, image_row, photo_grid
+from .depth import (
+    SOLVERS,
+    convergence,
+    parameter_widget,
+    relative_error,
+    solve,
+    solver_widget,
+    trajectory_widget,
+)
 
 __all__ = ["LiveFigure"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid"]
+__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve", "solver_widget",
+            "trajectory_widget"]

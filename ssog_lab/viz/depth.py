@@ -1,0 +1,238 @@
+"""Widgets for notebook 05: discrete, looped and continuous depth — parameters, token paths, ODE solvers.
+
+The solver helpers take any right-hand side func(t, y) -> dy/dt (for a model: `models.Dynamics`), so the
+same code compares the library's own fixed-grid solvers (`ssog_lab.ode`) with torchdiffeq's.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.graph_objects as go
+import torch
+import torchdiffeq
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from .. import ode
+from ._base import LiveFigure
+from .common import as_array, heatmap, image_axes
+
+# Label -> (library, method). Fixed-grid methods take a step count; dopri5 (adaptive) takes a tolerance.
+SOLVERS: dict[str, tuple[str, str]] = {
+    "euler · ssog_lab.ode": ("ssog_lab", "euler"),
+    "midpoint · ssog_lab.ode": ("ssog_lab", "midpoint"),
+    "rk4 (3/8 rule) · ssog_lab.ode": ("ssog_lab", "rk4"),
+    "rk4 classic · ssog_lab.ode": ("ssog_lab", "rk4-classic"),
+    "euler · torchdiffeq": ("torchdiffeq", "euler"),
+    "midpoint · torchdiffeq": ("torchdiffeq", "midpoint"),
+    "rk4 · torchdiffeq": ("torchdiffeq", "rk4"),
+    "dopri5 (adaptive) · torchdiffeq": ("torchdiffeq", "dopri5"),
+}
+STEP_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+TOLERANCES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def solve(func, y0: Tensor, end_time: float, solver: str, steps: int = 8, rtol: float = 1e-5) -> tuple[Tensor, int]:
+    """y(end_time) of dy/dt = func(t, y), y(0) = y0, and the number of func evaluations it took.
+
+    solver: a key of `SOLVERS`. Fixed-grid methods take `steps` equal steps on [0, end_time];
+    dopri5 adapts its steps to the tolerance rtol (atol = rtol / 10).
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
+    if steps < 1:
+        raise ValueError(f"steps must be ≥ 1, got {steps}")
+    library, method = SOLVERS[solver]
+    counted = ode.CountNFE(func)
+    times = torch.tensor([0.0, end_time], dtype=y0.dtype)
+    with torch.no_grad():
+        if library == "ssog_lab":
+            y = ode.odeint(counted, y0, times, method=method, step_size=end_time / steps)
+        elif method == "dopri5":
+            y = torchdiffeq.odeint(counted, y0, times, method="dopri5", rtol=rtol, atol=rtol / 10)
+        else:
+            y = torchdiffeq.odeint(counted, y0, times, method=method, options=dict(step_size=end_time / steps))
+    return y[-1], counted.nfe
+
+
+def relative_error(y: Tensor, reference: Tensor) -> float:
+    """‖y − reference‖ / ‖reference‖ (Frobenius norms over all entries)."""
+    return float((y - reference).norm() / reference.norm())
+
+
+def convergence(func, y0: Tensor, end_time: float, reference: Tensor, solvers: list[str],
+                steps: tuple[int, ...] = STEP_COUNTS[:6], tolerances: tuple[float, ...] = TOLERANCES[:6]) -> list[dict]:
+    """Rows {solver, steps, rtol, nfe, error} for each solver at each step count (dopri5: each tolerance);
+    error is `relative_error` of y(end_time) against `reference`."""
+    rows = []
+    for solver in solvers:
+        adaptive = SOLVERS[solver][1] == "dopri5"
+        for setting in (tolerances if adaptive else steps):
+            kwargs = dict(rtol=setting) if adaptive else dict(steps=setting)
+            y, nfe = solve(func, y0, end_time, solver, **kwargs)
+            rows.append(dict(solver=solver, steps=None if adaptive else setting, rtol=setting if adaptive else None,
+                             nfe=nfe, error=relative_error(y, reference)))
+    return rows
+
+
+def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tuple[int, int],
+                  rows: list[dict] | None = None, solver: str = "euler · ssog_lab.ode", steps: int = 4) -> LiveFigure:
+    """Pick a solver and its steps (or dopri5's tolerance): error against the reference solution and NFE.
+
+    y0, reference: (1, N, C) token states at t = 0 and a fine solution at t = end_time, N = H·W of `grid`.
+    Left: error vs NFE (log–log) for the precomputed `rows` of `convergence`, the current choice as a star.
+    Right: the current choice's error per token over the grid, ‖y_n − ref_n‖ / mean_n ‖ref_n‖.
+    """
+    height, width = grid
+    if y0.dim() != 3 or y0.shape[:2] != (1, height * width) or reference.shape != y0.shape:
+        raise ValueError(f"y0 and reference must both have shape (1, {height * width}, C) for grid {grid}, "
+                         f"got {tuple(y0.shape)} and {tuple(reference.shape)}")
+    rows = rows or []
+    controls = {
+        "solver": widgets.Dropdown(options=list(SOLVERS), value=solver, description="solver",
+                                   layout=widgets.Layout(width="360px")),
+        "steps": widgets.SelectionSlider(options=STEP_COUNTS, value=steps, description="steps",
+                                         continuous_update=False),
+        "rtol": widgets.SelectionSlider(options=TOLERANCES, value=1e-4, description="dopri5 rtol",
+                                        continuous_update=False, style={"description_width": "80px"}),
+    }
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
+                           subplot_titles=("relative error of x(T) vs function evaluations (NFE)",
+                                           "error per token (current choice)"))
+    for i, name in enumerate(dict.fromkeys(r["solver"] for r in rows)):
+        curve = [r for r in rows if r["solver"] == name]
+        figure.add_trace(go.Scatter(x=[r["nfe"] for r in curve], y=[r["error"] for r in curve], mode="lines+markers",
+                                    name=name, line={"color": _COLOURS[i % len(_COLOURS)]}), row=1, col=1)
+    figure.add_trace(go.Scatter(mode="markers", name="current choice",
+                                marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
+    figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
+                     row=1, col=2)
+    figure.update_xaxes(type="log", title_text="NFE (evaluations of f)", row=1, col=1)
+    figure.update_yaxes(type="log", exponentformat="power", title_text="‖x(T) − x_ref(T)‖ / ‖x_ref(T)‖", row=1, col=1)
+    figure.update_layout(height=460, width=980, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
+    image_axes(figure, subplots=[2])
+    scale = reference[0].norm(dim=-1).mean()
+
+    def redraw(fig: go.FigureWidget, solver: str, steps: int, rtol: float) -> str:
+        y, nfe = solve(func, y0, end_time, solver, steps=steps, rtol=rtol)
+        error = relative_error(y, reference)
+        per_token = ((y - reference)[0].norm(dim=-1) / scale).reshape(height, width)  # (H, W)
+        fig.data[-2].x, fig.data[-2].y = [nfe], [max(error, 1e-17)]
+        fig.data[-1].z = as_array(per_token)
+        adaptive = SOLVERS[solver][1] == "dopri5"
+        setting = f"rtol = {rtol:g}" if adaptive else f"{steps} step(s) of h = {end_time / steps:g}"
+        return (f"<b>{solver}</b>, {setting}: NFE = {nfe}, relative error = {error:.2e}; "
+                f"worst token error {per_token.max():.2e}")
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:
+    """Principal axes of a cloud of token states (…, C): (mean (C,), axes (C, k), explained variance ratio (k,))."""
+    cloud = states.reshape(-1, states.shape[-1]).double()  # (points, C)
+    mean = cloud.mean(0)
+    _, singular, vh = torch.linalg.svd(cloud - mean, full_matrices=False)
+    variance = singular ** 2
+    return mean, vh[:components].T, variance[:components] / variance.sum()
+
+
+def spread_tokens(grid: tuple[int, int], count: int) -> list[int]:
+    """`count` token indices spread over an H×W grid (row-major), on a coarse lattice from corner to corner."""
+    height, width = grid
+    side = max(1, int(np.ceil(np.sqrt(count))))
+    rows = np.linspace(0, height - 1, side).round().astype(int)
+    cols = np.linspace(0, width - 1, side).round().astype(int)
+    return [int(r * width + c) for r in rows for c in cols][:count]
+
+
+def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, int], max_tokens: int = 9,
+                      tokens: int = 4) -> LiveFigure:
+    """Token states through depth, projected on their principal axes (one PCA for all depth forms).
+
+    paths: name -> (times (S,), states (S, N, C)) — e.g. layer indices 0…L and `model.states(images)[:, 0]`
+    for discrete and looped depth, a fine time grid on [0, T] for the ODE. Controls: how many tokens
+    (spread over the grid), which depth forms, which pair of principal axes.
+    """
+    if not paths:
+        raise ValueError("paths must name at least one depth form")
+    height, width = grid
+    for name, (times, states) in paths.items():
+        if states.dim() != 3 or states.shape[1] != height * width or len(times) != states.shape[0]:
+            raise ValueError(f"paths[{name!r}] must be (times (S,), states (S, {height * width}, C)), got "
+                             f"{tuple(times.shape)} and {tuple(states.shape)}")
+    chosen = spread_tokens(grid, max_tokens)
+    mean, axes, explained = pca_basis(torch.cat([s for _, s in paths.values()]))
+    projected = {name: ((s.double() - mean) @ axes) for name, (_, s) in paths.items()}  # (S, N, 3)
+    pairs = {"PC1 · PC2": (0, 1), "PC1 · PC3": (0, 2), "PC2 · PC3": (1, 2)}
+    controls = {
+        "tokens": widgets.IntSlider(value=tokens, min=1, max=len(chosen), description="tokens"),
+        "forms": widgets.SelectMultiple(options=list(paths), value=tuple(paths), description="depth",
+                                        rows=min(len(paths), 4)),
+        "axes": widgets.Dropdown(options=list(pairs), value="PC1 · PC2", description="axes"),
+    }
+    figure = go.Figure()
+    for f, name in enumerate(paths):
+        times = paths[name][0]
+        fine = len(times) > 12  # a fine ODE time grid: draw a curve, mark only integer times
+        marker_size = [9 if abs(float(t) - round(float(t))) < 1e-6 else 0 for t in times] if fine else 8
+        for k, token in enumerate(chosen):
+            figure.add_trace(go.Scatter(
+                mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
+                line={"color": _COLOURS[f % len(_COLOURS)], "dash": "solid" if f % 2 == 0 else "dot"},
+                marker={"size": marker_size}, hoverinfo="text",
+                text=[f"{name}, token ({token // width}, {token % width}), t = {float(t):g}" for t in times]))
+    figure.add_trace(go.Scatter(mode="markers", name="start (t = 0)", marker={"symbol": "circle-open", "size": 13,
+                                                                               "color": "black"}))
+    figure.update_layout(height=520, width=760, margin={"t": 50},
+                         title="token states through depth (markers: after each layer / at integer t)")
+
+    def redraw(fig: go.FigureWidget, tokens: int, forms: tuple[str, ...], axes: str) -> str:
+        a, b = pairs[axes]
+        starts = []
+        for f, name in enumerate(paths):
+            for k, token in enumerate(chosen):
+                trace = fig.data[f * len(chosen) + k]
+                trace.x = as_array(projected[name][:, token, a])
+                trace.y = as_array(projected[name][:, token, b])
+                trace.visible = name in forms and k < tokens
+                if trace.visible:
+                    starts.append((float(trace.x[0]), float(trace.y[0])))
+        fig.data[-1].x, fig.data[-1].y = [s[0] for s in starts], [s[1] for s in starts]
+        fig.layout.xaxis.title, fig.layout.yaxis.title = f"PC{a + 1}", f"PC{b + 1}"
+        ends = {name: projected[name][-1, chosen[:tokens]] for name in forms}
+        shown = ", ".join(f"PC{i + 1} {100 * float(r):.0f}%" for i, r in enumerate(explained))
+        gaps = [f"{x} ↔ {y}: {float((ends[x] - ends[y]).norm(dim=-1).mean()):.3f}"
+                for i, x in enumerate(forms) for y in list(forms)[i + 1:]]
+        return (f"variance explained: {shown}. Mean end-point distance in these 3 PCs: "
+                + ("; ".join(gaps) if gaps else "pick two forms to compare"))
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def parameter_widget(rows: list[dict]) -> LiveFigure:
+    """Parameter counts from `models.parameter_table` rows as grouped bars: mixer × depth, one preset at a time."""
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
+    depths = list(dict.fromkeys(r["depth"] for r in rows))
+    mixers = list(dict.fromkeys(r["mixer"] for r in rows))
+    if not presets:
+        raise ValueError("rows must hold at least one row of models.parameter_table")
+    controls = {"preset": widgets.Dropdown(options=presets, value=presets[0], description="preset")}
+    figure = go.Figure([go.Bar(name=depth, x=mixers, marker_color=_COLOURS[i], textposition="outside")
+                        for i, depth in enumerate(depths)])
+    figure.update_layout(barmode="group", height=420, width=820, yaxis_title="parameters", margin={"t": 50},
+                         title="parameters per mixer and depth form (label: saving vs sdpa at the same depth)")
+
+    def redraw(fig: go.FigureWidget, preset: str) -> str:
+        table = {(r["depth"], r["mixer"]): r for r in rows if r["preset"] == preset}
+        for trace, depth in zip(fig.data, depths, strict=True):
+            picked = [table.get((depth, m)) for m in mixers]
+            trace.y = [r["params"] if r else None for r in picked]
+            trace.text = [f"{100 * r['saving_vs_sdpa']:.0f}%" if r else "" for r in picked]
+        lines = [f"{d}: sdpa {table[(d, 'sdpa')]['params']:,} → ssog {table[(d, 'ssog')]['params']:,} "
+                 f"({100 * table[(d, 'ssog')]['saving_vs_sdpa']:.1f}% fewer)"
+                 for d in depths if (d, "sdpa") in table and (d, "ssog") in table]
+        return f"<b>{preset}</b>: " + "; ".join(lines)
+
+    return LiveFigure(figure, controls, redraw)

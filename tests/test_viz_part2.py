@@ -1,0 +1,140 @@
+"""Widgets of notebooks 05–08: each builds, its `update(...)` (or `log(...)`) changes the figure's data and
+readout, and the numbers it shows agree with the definitions they visualize."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ssog_lab import models, viz
+
+
+def trace_data(figure) -> list[np.ndarray]:
+    """Every x/y/z array of the figure's traces, as float arrays, to compare before and after an update."""
+    arrays = []
+    for trace in figure.data:
+        for key in ("x", "y", "z"):
+            value = getattr(trace, key, None)
+            if value is not None:  # numbers compare as floats, categorical axes (names) as text
+                try:
+                    arrays.append(np.asarray(value, dtype=float))
+                except ValueError:
+                    arrays.append(np.asarray(value, dtype=str))
+    return arrays
+
+
+def changed(before: list[np.ndarray], after: list[np.ndarray]) -> bool:
+    def same(a: np.ndarray, b: np.ndarray) -> bool:
+        if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+            return False
+        return bool((a == b).all()) if a.dtype.kind == "U" else np.allclose(a, b, equal_nan=True)
+
+    return len(before) != len(after) or not all(same(a, b) for a, b in zip(before, after, strict=True))
+
+
+# --- 05: depth three ways ------------------------------------------------------------------------------
+
+
+def linear_problem(n: int = 4, c: int = 3):
+    """dy/dt = A y with a known solution y(T) = exp(T·A) y0, shaped like token states (1, N, C)."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(c, c, generator=generator, dtype=torch.float64) * 0.5
+    y0 = torch.randn(1, n, c, generator=generator, dtype=torch.float64)
+    return (lambda t, y: y @ a.T), y0, (y0 @ torch.linalg.matrix_exp(a).T)  # T = 1
+
+
+def test_solve_counts_evaluations_and_converges_at_the_method_order():
+    func, y0, exact = linear_problem()
+    for solver, stages, order in [("euler · ssog_lab.ode", 1, 1), ("midpoint · ssog_lab.ode", 2, 2),
+                                  ("rk4 (3/8 rule) · ssog_lab.ode", 4, 4), ("rk4 · torchdiffeq", 4, 4)]:
+        coarse, nfe = viz.solve(func, y0, 1.0, solver, steps=8)
+        fine, _ = viz.solve(func, y0, 1.0, solver, steps=16)
+        assert nfe == 8 * stages
+        measured = math.log2(viz.relative_error(coarse, exact) / viz.relative_error(fine, exact))
+        assert abs(measured - order) < 0.25, (solver, measured)
+    ours, _ = viz.solve(func, y0, 1.0, "rk4 (3/8 rule) · ssog_lab.ode", steps=5)
+    theirs, _ = viz.solve(func, y0, 1.0, "rk4 · torchdiffeq", steps=5)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-13)
+    tight, _ = viz.solve(func, y0, 1.0, "dopri5 (adaptive) · torchdiffeq", rtol=1e-8)
+    assert viz.relative_error(tight, exact) < 1e-6
+    with pytest.raises(ValueError, match="solver"):
+        viz.solve(func, y0, 1.0, "rk9")
+
+
+def test_convergence_rows_and_solver_widget():
+    func, y0, exact = linear_problem(n=6)
+    rows = viz.convergence(func, y0, 1.0, exact, ["euler · ssog_lab.ode", "dopri5 (adaptive) · torchdiffeq"],
+                           steps=(1, 2, 4), tolerances=(1e-3, 1e-6))
+    assert [r["steps"] for r in rows] == [1, 2, 4, None, None]
+    euler_errors = [r["error"] for r in rows[:3]]
+    assert euler_errors[0] > euler_errors[1] > euler_errors[2]
+    lf = viz.solver_widget(func, y0, 1.0, exact, (2, 3), rows=rows, solver="euler · ssog_lab.ode", steps=1)
+    assert np.asarray(lf.figure.data[-1].z).shape == (2, 3)  # error per token over the grid
+    assert lf.figure.data[-2].x == (1,) and "NFE = 1" in lf.readout.value
+    before = trace_data(lf.figure)
+    lf.update(solver="midpoint · ssog_lab.ode", steps=4)
+    assert changed(before, trace_data(lf.figure))
+    assert lf.figure.data[-2].x == (8,) and "NFE = 8" in lf.readout.value
+    y, _ = viz.solve(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
+    assert f"{viz.relative_error(y, exact):.2e}" in lf.readout.value
+    with pytest.raises(ValueError, match="shape"):
+        viz.solver_widget(func, y0, 1.0, exact, (3, 3))
+
+
+def test_trajectory_widget_projects_states_on_shared_principal_axes():
+    torch.manual_seed(0)
+    grid, c = (2, 2), 5
+    layers = torch.arange(4.0)
+    looped = torch.randn(4, 4, c).cumsum(0)  # (S, N, C)
+    shifted = looped + 1.0
+    lf = viz.trajectory_widget({"looped": (layers, looped), "shifted": (layers, shifted)}, grid, max_tokens=4,
+                               tokens=2)
+    per_form = 4
+    shown = [trace.visible for trace in lf.figure.data[:-1]]
+    assert shown == [True, True, False, False] * 2
+    # One PCA for both: the constant shift keeps the two paths congruent in the projection.
+    a, b = lf.figure.data[0], lf.figure.data[per_form]
+    np.testing.assert_allclose(np.diff(a.x), np.diff(b.x), atol=1e-5)
+    before = trace_data(lf.figure)
+    lf.update(tokens=4, forms=("looped",), axes="PC2 · PC3")
+    assert changed(before, trace_data(lf.figure))
+    assert [trace.visible for trace in lf.figure.data[:-1]] == [True] * 4 + [False] * 4
+    assert len(lf.figure.data[-1].x) == 4  # one start marker per visible path
+    assert "pick two forms" in lf.readout.value
+    with pytest.raises(ValueError, match="states"):
+        viz.trajectory_widget({"bad": (layers, looped[:, :3])}, grid)
+
+
+def test_trajectory_widget_on_real_models_shows_looped_is_euler():
+    torch.manual_seed(0)
+    kwargs = dict(in_chans=1, num_classes=10, dim=16, layers=2, heads=2)
+    looped = models.build_model("nano", depth="looped", mixer="ssog", **kwargs).double()
+    euler = models.build_model("nano", depth="ode", mixer="ssog", ode_solver="ssog_lab", ode_method="euler",
+                               **kwargs).double()
+    euler.load_state_dict(looped.state_dict())
+    images = torch.randn(1, 1, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        paths = {"looped": (torch.arange(3.0), looped.states(images)[:, 0]),
+                 "euler": (torch.arange(3.0), euler.states(images)[:, 0])}
+    lf = viz.trajectory_widget(paths, (8, 8), tokens=3)
+    assert "looped ↔ euler: 0.000" in lf.readout.value
+
+
+def test_parameter_widget_shows_the_table():
+    rows = models.parameter_table(("nano",), depth="discrete") + models.parameter_table(("nano",), depth="looped") \
+        + models.parameter_table(("tiny",), depth="discrete")
+    lf = viz.parameter_widget(rows)
+    table = {(r["preset"], r["depth"], r["mixer"]): r["params"] for r in rows}
+    ssog = list(models.MIXERS).index("ssog")
+    assert lf.figure.data[0].y[ssog] == table[("nano", "discrete", "ssog")]
+    assert lf.figure.data[1].y[ssog] == table[("nano", "looped", "ssog")]
+    before = trace_data(lf.figure)
+    lf.update(preset="tiny")
+    assert changed(before, trace_data(lf.figure))
+    assert lf.figure.data[0].y[ssog] == table[("tiny", "discrete", "ssog")]
+    assert lf.figure.data[1].y[ssog] is None  # no looped row for tiny
+    assert "tiny" in lf.readout.value and "16.0% fewer" in lf.readout.value
+    with pytest.raises(ValueError, match="rows"):
+        viz.parameter_widget([])
+
