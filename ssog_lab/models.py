@@ -46,8 +46,10 @@ class ViTConfig:
     """Everything that defines a model. Sizes are in pixels (image_size, patch_size) or features (dim).
 
     heads      attention heads (sdpa, sdpa-math, axial).
-    ssog_heads SSoG heads (ssog, ssog-steered); None means dim // 8. An SSoG head costs only atoms × 5
-               parameters and nothing in mixing time (DESIGN.md §1), so SSoG gets more heads than attention.
+    ssog_heads SSoG heads (ssog, ssog-steered); None resolves to dim // 8 (nano 8, tiny 24, small 48, base 96).
+               A fixed SSoG head costs atoms × 5 parameters and nothing in mixing time (DESIGN.md §1), and a
+               CPU probe there found 16 spread heads far better than 2, so SSoG gets many more heads than
+               attention. A steered head also adds dim × atoms × 5 steering weights: see docs/results/params.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
