@@ -48,18 +48,18 @@ def test_solve_counts_evaluations_and_converges_at_the_method_order():
     func, y0, exact = linear_problem()
     for solver, stages, order in [("euler · ssog_lab.ode", 1, 1), ("midpoint · ssog_lab.ode", 2, 2),
                                   ("rk4 (3/8 rule) · ssog_lab.ode", 4, 4), ("rk4 · torchdiffeq", 4, 4)]:
-        coarse, nfe = viz.solve(func, y0, 1.0, solver, steps=8)
-        fine, _ = viz.solve(func, y0, 1.0, solver, steps=16)
+        coarse, nfe = viz.solve_and_count(func, y0, 1.0, solver, steps=8)
+        fine, _ = viz.solve_and_count(func, y0, 1.0, solver, steps=16)
         assert nfe == 8 * stages
         measured = math.log2(viz.relative_error(coarse, exact) / viz.relative_error(fine, exact))
         assert abs(measured - order) < 0.25, (solver, measured)
-    ours, _ = viz.solve(func, y0, 1.0, "rk4 (3/8 rule) · ssog_lab.ode", steps=5)
-    theirs, _ = viz.solve(func, y0, 1.0, "rk4 · torchdiffeq", steps=5)
+    ours, _ = viz.solve_and_count(func, y0, 1.0, "rk4 (3/8 rule) · ssog_lab.ode", steps=5)
+    theirs, _ = viz.solve_and_count(func, y0, 1.0, "rk4 · torchdiffeq", steps=5)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-13)
-    tight, _ = viz.solve(func, y0, 1.0, "dopri5 (adaptive) · torchdiffeq", rtol=1e-8)
+    tight, _ = viz.solve_and_count(func, y0, 1.0, "dopri5 (adaptive) · torchdiffeq", rtol=1e-8)
     assert viz.relative_error(tight, exact) < 1e-6
     with pytest.raises(ValueError, match="solver"):
-        viz.solve(func, y0, 1.0, "rk9")
+        viz.solve_and_count(func, y0, 1.0, "rk9")
 
 
 def test_convergence_rows_and_solver_widget():
@@ -76,7 +76,7 @@ def test_convergence_rows_and_solver_widget():
     lf.update(solver="midpoint · ssog_lab.ode", steps=4)
     assert changed(before, trace_data(lf.figure))
     assert lf.figure.data[-2].x == (8,) and "NFE = 8" in lf.readout.value
-    y, _ = viz.solve(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
+    y, _ = viz.solve_and_count(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
     assert f"{viz.relative_error(y, exact):.2e}" in lf.readout.value
     with pytest.raises(ValueError, match="shape"):
         viz.solver_widget(func, y0, 1.0, exact, (3, 3))

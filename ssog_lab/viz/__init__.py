@@ -20,7 +20,7 @@ from .depth import (
     convergence,
     parameter_widget,
     relative_error,
-    solve,
+    solve_and_count,
     solver_widget,
     trajectory_widget,
 )
@@ -29,5 +29,5 @@ __all__ = ["LiveFigure"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid"]
-__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve", "solver_widget",
+__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
             "trajectory_widget"]

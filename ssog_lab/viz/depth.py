@@ -10,7 +10,6 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 import torch
-import torchdiffeq
 from plotly.subplots import make_subplots
 from torch import Tensor
 
@@ -34,7 +33,8 @@ TOLERANCES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
-def solve(func, y0: Tensor, end_time: float, solver: str, steps: int = 8, rtol: float = 1e-5) -> tuple[Tensor, int]:
+def solve_and_count(func, y0: Tensor, end_time: float, solver: str, steps: int = 8,
+                    rtol: float = 1e-5) -> tuple[Tensor, int]:
     """y(end_time) of dy/dt = func(t, y), y(0) = y0, and the number of func evaluations it took.
 
     solver: a key of `SOLVERS`. Fixed-grid methods take `steps` equal steps on [0, end_time];
@@ -48,12 +48,8 @@ def solve(func, y0: Tensor, end_time: float, solver: str, steps: int = 8, rtol: 
     counted = ode.CountNFE(func)
     times = torch.tensor([0.0, end_time], dtype=y0.dtype)
     with torch.no_grad():
-        if library == "ssog_lab":
-            y = ode.odeint(counted, y0, times, method=method, step_size=end_time / steps)
-        elif method == "dopri5":
-            y = torchdiffeq.odeint(counted, y0, times, method="dopri5", rtol=rtol, atol=rtol / 10)
-        else:
-            y = torchdiffeq.odeint(counted, y0, times, method=method, options=dict(step_size=end_time / steps))
+        y = ode.solve(counted, y0, times, method=method, step_size=end_time / steps, rtol=rtol, atol=rtol / 10,
+                      solver=library)
     return y[-1], counted.nfe
 
 
@@ -71,7 +67,7 @@ def convergence(func, y0: Tensor, end_time: float, reference: Tensor, solvers: l
         adaptive = SOLVERS[solver][1] == "dopri5"
         for setting in (tolerances if adaptive else steps):
             kwargs = dict(rtol=setting) if adaptive else dict(steps=setting)
-            y, nfe = solve(func, y0, end_time, solver, **kwargs)
+            y, nfe = solve_and_count(func, y0, end_time, solver, **kwargs)
             rows.append(dict(solver=solver, steps=None if adaptive else setting, rtol=setting if adaptive else None,
                              nfe=nfe, error=relative_error(y, reference)))
     return rows
@@ -116,7 +112,7 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
     scale = reference[0].norm(dim=-1).mean()
 
     def redraw(fig: go.FigureWidget, solver: str, steps: int, rtol: float) -> str:
-        y, nfe = solve(func, y0, end_time, solver, steps=steps, rtol=rtol)
+        y, nfe = solve_and_count(func, y0, end_time, solver, steps=steps, rtol=rtol)
         error = relative_error(y, reference)
         per_token = ((y - reference)[0].norm(dim=-1) / scale).reshape(height, width)  # (H, W)
         fig.data[-2].x, fig.data[-2].y = [nfe], [max(error, 1e-17)]
