@@ -57,12 +57,15 @@ class SSoGMixer(nn.Module):
     across atoms, offsets are spread uniformly over ±`init_spread` tokens (more heads = more distinct
     filters at no extra mixing cost), amplitudes start at 1/M.
 
-    steered=True adds a zero-initialized steering head that maps each token to per-atom adjustments
-    (Δμ_row, Δμ_col, Δlog σ_row, Δlog σ_col, Δα), so a steered layer starts as its fixed twin.
+    steered=True adds a light steering head that maps each token to per-atom adjustments
+    (Δμ_row, Δμ_col, Δlog σ_row, Δlog σ_col, Δα). It is low-rank — `steer_down` (C → steer_rank, default
+    C // 4) then `steer` (steer_rank → heads·M·5) — so that it costs less than the Q and K projections SSoG
+    removes (a full C → heads·M·5 map would cost 2.5·C² with heads = C // 8, more than attention's 2·C²).
+    `steer` is zero-initialized, so a steered layer starts as its fixed twin.
     """
 
     def __init__(self, dim: int, heads: int, atoms: int = 4, steered: bool = False,
-                 init_spread: float = 2.0, backend: str = "auto"):
+                 init_spread: float = 2.0, backend: str = "auto", steer_rank: int | None = None):
         super().__init__()
         _check_dims(dim, heads)
         if atoms < 1:
@@ -74,8 +77,11 @@ class SSoGMixer(nn.Module):
         self.mu = nn.Parameter((torch.rand(heads, atoms, 2) * 2 - 1) * init_spread)  # (heads, M, 2)
         self.log_sigma = nn.Parameter(widths.log()[None, :, None].repeat(heads, 1, 2))  # (heads, M, 2)
         self.amp = nn.Parameter(torch.full((heads, atoms), 1.0 / atoms))  # (heads, M)
-        self.steer = nn.Linear(dim, heads * atoms * 5) if steered else None
-        if self.steer is not None:
+        self.steer_down, self.steer = None, None
+        if steered:
+            rank = steer_rank or max(1, dim // 4)
+            self.steer_down = nn.Linear(dim, rank, bias=False)
+            self.steer = nn.Linear(rank, heads * atoms * 5)
             nn.init.zeros_(self.steer.weight)
             nn.init.zeros_(self.steer.bias)
 
@@ -85,7 +91,8 @@ class SSoGMixer(nn.Module):
         if self.steer is None or x is None:
             return self.mu, self.log_sigma.exp(), self.amp
         b, n, _ = x.shape
-        delta = self.steer(x).reshape(b, n, self.heads, self.atoms, 5).transpose(1, 2)  # (B, heads, N, M, 5)
+        delta = self.steer(self.steer_down(x))  # (B, N, heads·M·5)
+        delta = delta.reshape(b, n, self.heads, self.atoms, 5).transpose(1, 2)  # (B, heads, N, M, 5)
         mu = self.mu[:, None] + delta[..., 0:2]  # (B, heads, N, M, 2)
         sigma = (self.log_sigma[:, None] + delta[..., 2:4]).exp()
         amp = self.amp[:, None] + delta[..., 4]  # (B, heads, N, M)

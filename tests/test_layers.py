@@ -60,6 +60,9 @@ def test_steered_mixer_starts_as_fixed_twin_and_then_steers():
     # The steering head receives gradient at zero init, so training can move it.
     steered(x, (6, 6)).square().sum().backward()
     assert steered.steer.weight.grad.abs().sum() > 0
+    # It is light: cheaper than the Q and K projections (2·C² + 2·C) that SSoG removes.
+    steering = sum(p.numel() for p in (*steered.steer_down.parameters(), *steered.steer.parameters()))
+    assert steering < 2 * 16 * 16 + 2 * 16
 
 
 def test_atoms_start_at_several_scales():
