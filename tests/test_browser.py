@@ -1,0 +1,250 @@
+"""The notebooks in a real browser: Debian's Chromium, driven by Playwright, opens each notebook in JupyterLab,
+runs all its cells, and moves the first widget's slider; the plotly figure next to it must redraw.
+
+This is the one test that sees what a learner sees: widget and plotly front-ends loaded, the kernel
+answering the browser's comm messages, the figure actually drawn. Screenshots land in a temporary folder
+whose path is printed (shown by pytest for failing tests, or with `-s`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOTEBOOKS = ["01_gaussian_atoms", "03_lipschitz_and_picard_lindelof"]
+RUN_ALL_TIMEOUT_S = 240  # one notebook in fast mode on a busy 2-core machine
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                       reason="Chromium not installed (`make test` installs it as root; else sudo apt-get install "
+                              "chromium)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lab_api(base: str, token: str, path: str, method: str = "GET"):
+    request = urllib.request.Request(f"{base}/api/{path}", method=method,
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """JupyterLab on a free loopback port over a temporary copy of notebooks/, kernels in fast mode.
+
+    Jupyter's config, data, runtime, settings and workspace folders are fresh temporary ones, so neither
+    the user's settings nor a stale workspace change what the browser sees. Yields (base URL, token, log file).
+    """
+    home = tmp_path_factory.mktemp("jupyter")
+    notebooks = home / "notebooks"
+    shutil.copytree(ROOT / "notebooks", notebooks, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    lab_settings = {
+        # Attach every cell to the DOM, so outputs below the fold exist and render like the visible ones.
+        "notebook-extension/tracker": {"windowingMode": "none"},
+        # Neither ask about nor fetch the news feed (a toast over the screenshots, a request to the web).
+        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    }
+    for plugin, values in lab_settings.items():
+        file = home / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(values))
+    (home / "config").mkdir()
+    (home / "config" / "jupyter_server_config.json").write_text(json.dumps({
+        "LabApp": {
+            "expose_app_in_browser": True,  # window.jupyterapp: run commands and read cell models
+            "user_settings_dir": str(home / "settings"),
+            "workspaces_dir": str(home / "workspaces"),
+            "news_url": None,  # no announcements feed: no network
+            "check_for_updates_class": "jupyterlab.NeverCheckForUpdate",
+        },
+    }))
+    port, token = free_port(), os.urandom(16).hex()
+    env = {**os.environ, "SSOG_LAB_FAST": "1", "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime")}
+    env.pop("DISPLAY", None)
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ServerApp.root_dir={notebooks}",
+               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+               f"--IdentityProvider.token={token}"]
+    if os.getuid() == 0:
+        command.append("--allow-root")
+    log_path = home / "jupyter.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                lab_api(base, token, "status")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer on {base}:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield base, token, log_path
+    finally:
+        try:
+            for kernel in lab_api(base, token, "kernels"):
+                lab_api(base, token, f"kernels/{kernel['id']}", method="DELETE")
+        except OSError:
+            pass  # the server is already gone: its kernels went with it
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """Headless Chromium with a fresh, empty profile and no background networking."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(60_000)
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("browser-screenshots")
+    print(f"\nscreenshots of the notebooks in the browser: {folder}")
+    return folder
+
+
+# JavaScript run in the page. `window.jupyterapp` is the JupyterLab application (expose_app_in_browser).
+OPEN_NOTEBOOK_JS = """async () => {
+    const app = window.jupyterapp;
+    await app.restored;
+    const panel = app.shell.currentWidget;
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    await app.commands.execute('notebook:clear-all-cell-outputs');  // blank prompts: [n] below is from this run
+    return panel.context.path;
+}"""
+
+# Start Run All without awaiting it here: its promise resolves (true, or false after an error) in window.
+RUN_ALL_JS = """() => {
+    window.runAllResult = undefined;
+    window.jupyterapp.commands.execute('notebook:run-all-cells').then(ok => { window.runAllResult = ok; });
+}"""
+
+# Run All has settled: its promise resolved, the kernel is idle, no cell is queued or running ([*]);
+# or the kernel died.
+SETTLED_JS = """() => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const prompts = [...panel.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
+    const status = panel.sessionContext.session?.kernel?.status;
+    return status === 'dead' || (window.runAllResult !== undefined && status === 'idle'
+                                 && !prompts.some(p => p.includes('*')));
+}"""
+
+# Indices of the code cells whose prompt shows no execution count (they did not run).
+NOT_RUN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+    .map((cell, index) => [cell, index]).filter(([cell]) => cell.model.type === 'code')
+    .filter(([cell]) => !/\\[\\d+\\]/.test(cell.node.querySelector('.jp-InputPrompt').textContent))
+    .map(([, index]) => index)"""
+
+# Errors from the cell models (the kernel's word) and from the DOM (what is shown).
+ERRORS_JS = """() => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const found = [];
+    panel.content.widgets.forEach((cell, index) => {
+        if (cell.model.type !== 'code') return;
+        for (const out of cell.model.outputs.toJSON()) {
+            const text = out.output_type === 'stream' ? [].concat(out.text).join('') : '';
+            if (out.output_type === 'error') found.push(`cell ${index}: ${out.ename}: ${out.evalue}`);
+            else if (out.name === 'stderr' && /Traceback|Error/.test(text)) found.push(`cell ${index}: ${text}`);
+        }
+    });
+    for (const node of panel.node.querySelectorAll('.jp-OutputArea-output')) {
+        const text = node.textContent;
+        if (node.matches('[data-mime-type="application/vnd.jupyter.error"]')
+                || /Traceback|Error displaying widget|Failed to load model/.test(text))
+            found.push(`shown: ${text.slice(0, 500)}`);
+    }
+    return found;
+}"""
+
+# The figure's traces as plotly.js holds them (typed arrays turned into plain lists).
+FIGURE_DATA_JS = """plot => JSON.stringify(plot.data, (key, value) => ArrayBuffer.isView(value) ? Array.from(value)
+                                                                                         : value)"""
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
+    base, token, lab_log = lab
+    assert (ROOT / "notebooks" / f"{name}.ipynb").is_file(), f"notebooks/{name}.ipynb is missing"
+    page = browser.new_page()
+    try:
+        page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}")
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext")
+        assert page.evaluate(OPEN_NOTEBOOK_JS) == f"{name}.ipynb"
+        page.evaluate(RUN_ALL_JS)
+        page.wait_for_function(SETTLED_JS, timeout=RUN_ALL_TIMEOUT_S * 1000, polling=500)
+        status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
+        assert status == "idle", f"{name}: the kernel is {status} after Run All (see {lab_log})"
+        errors = page.evaluate(ERRORS_JS)
+        assert not errors, f"{name}: error output after Run All:\n" + "\n".join(errors)
+        assert page.evaluate(NOT_RUN_JS) == [], f"{name}: these cells did not run"
+        assert page.evaluate("() => window.runAllResult") is True, f"{name}: Run All reported a failure"
+
+        # The first widget: the first output holding a slider; its plotly figure must be drawn.
+        widget = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-slider")).first
+        plot = widget.locator(".js-plotly-plot").first
+        plot.wait_for(state="visible")
+        widget.scroll_into_view_if_needed()
+        before = plot.evaluate(FIGURE_DATA_JS)
+        assert json.loads(before), "the figure has no traces"
+
+        handle = widget.locator(".widget-slider .noUi-handle").first
+        value, top = float(handle.get_attribute("aria-valuenow")), float(handle.get_attribute("aria-valuemax"))
+        handle.focus()
+        for _ in range(3):
+            page.keyboard.press("ArrowLeft" if value >= top else "ArrowRight")
+        page.wait_for_function("([h, v]) => parseFloat(h.getAttribute('aria-valuenow')) !== v",
+                               arg=[handle.element_handle(), value], timeout=10_000)
+        try:
+            page.wait_for_function("([plot, before]) => (" + FIGURE_DATA_JS + ")(plot) !== before",
+                                   arg=[plot.element_handle(), before], timeout=30_000, polling=250)
+        except PlaywrightTimeout as error:
+            moved = handle.get_attribute("aria-valuenow")
+            raise AssertionError(f"{name}: the slider moved from {value:g} to {moved} but the figure's data "
+                                 f"did not change within 30 s") from error
+        page.wait_for_timeout(300)  # let plotly finish painting before the screenshot
+    finally:
+        path = screenshots / f"{name}.png"
+        page.screenshot(path=path)
+        print(f"{name}: {path}")
+        page.close()
+        for session in lab_api(base, token, "sessions"):  # free the kernel's CPU and memory for the next one
+            lab_api(base, token, f"sessions/{session['id']}", method="DELETE")
