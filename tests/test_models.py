@@ -85,8 +85,8 @@ def test_ode_nfe_counts_fixed_grid_steps(method, per_step):
 
 def test_ode_dopri5_and_adjoint_run_and_count():
     torch.manual_seed(2)
-    adaptive = build_model("nano", depth="ode", mixer="ssog", ode_method="dopri5", layers=1)
-    images = torch.randn(1, 3, 32, 32)
+    adaptive = build_model("nano", depth="ode", mixer="ssog", ode_method="dopri5", layers=1, ode_rtol=1e-2)
+    images = torch.randn(1, 3, 16, 16)
     adaptive(images).sum().backward()
     assert adaptive.nfe >= 6  # at least one accepted dopri5 step (FSAL: 6 new evaluations)
     # The adjoint integrates backwards with its own rk4 grid: gradients agree up to discretization error.
