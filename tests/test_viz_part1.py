@@ -9,12 +9,12 @@ from ssog_lab import ops, viz
 
 
 def trace_data(lf: viz.LiveFigure) -> list[np.ndarray]:
-    """Every x/y/z array of the figure's traces, as float arrays, to compare before and after an update."""
+    """Every numeric x/y/z array of the figure's traces (labels skipped), to compare before and after an update."""
     arrays = []
     for trace in lf.figure.data:
         for key in ("x", "y", "z"):
             value = getattr(trace, key, None)
-            if value is not None:
+            if value is not None and np.asarray(value).dtype.kind in "biuf":
                 arrays.append(np.asarray(value, dtype=float))
     return arrays
 
@@ -91,3 +91,79 @@ def test_check_number_tolerance_and_placeholder():
 def test_photo_grid_rejects_bad_names():
     with pytest.raises(ValueError, match="name"):
         viz.photo_grid("no_such_photo")
+
+
+# --- 03: Lipschitz and Picard–Lindelöf -----------------------------------------------------------------
+
+
+def test_ssog_norm_widget_exact_norm_matches_dense_and_stays_below_the_bound():
+    lf = viz.ssog_norm_widget(grid=(6, 6))
+    before, text = trace_data(lf), lf.readout.value
+    lf.update(mu_col=8.0, amp2=-0.5)
+    assert changed(before, trace_data(lf)) and lf.readout.value != text
+    exact, dense, bound, amp_sum = lf.figure.data[0].y
+    assert exact == pytest.approx(dense, rel=1e-5)
+    assert exact <= bound * (1 + 1e-9) and amp_sum == pytest.approx(1.5)
+    mu, sigma, amp = viz.two_atom_head(1.0, 8.0, -0.5)
+    column_sums = ops.dense_kernel(mu, sigma, amp, (6, 6))[0].sum(0).reshape(6, 6)
+    np.testing.assert_allclose(np.asarray(lf.figure.data[1].z), column_sums.numpy(), rtol=1e-5)
+
+
+def test_ray_widget_attention_grows_ssog_does_not():
+    lf = viz.ray_widget(scales=(0.5, 8.0), grid=(2, 2), dim=8)
+    before = trace_data(lf)
+    lf.update(s=8.0)
+    assert changed(before, trace_data(lf)) and "s = 8" in lf.readout.value
+    curves = {trace.name: np.asarray(trace.y) for trace in lf.figure.data[:3]}
+    assert curves["SDPA (dense attention)"][1] > 2 * curves["SDPA (dense attention)"][0]
+    np.testing.assert_allclose(curves["fixed SSoG"], curves["fixed SSoG"][0], rtol=1e-3)  # linear: constant
+    assert lf.figure.data[5].y[0] == pytest.approx(curves["fixed SSoG"][1], rel=1e-3)  # marker at s = 8
+
+
+def test_nfe_widget_counts_dopri5_evaluations():
+    lf = viz.nfe_widget(scales=(0.5, 8.0), grid=(2, 2), dim=8)
+    before = trace_data(lf)
+    lf.update(s=8.0)
+    assert changed(before, trace_data(lf))
+    curves = {trace.name: np.asarray(trace.y) for trace in lf.figure.data[:3]}
+    assert all(c.min() >= 6 and float(c.min()).is_integer() for c in curves.values())  # dopri5: ≥ 1 step of 6
+    assert curves["SDPA (dense attention)"][1] > curves["SDPA (dense attention)"][0]
+
+
+def test_picard_widget_iterates_converge_for_lipschitz_problems():
+    lf = viz.picard_widget(max_iterations=6, end_time=1.0, points=41)
+    problems = list(lf.controls["problem"].options)
+    errors = {}
+    for problem in (problems[0], problems[2]):
+        for k in (0, 6):
+            before = trace_data(lf)
+            lf.update(k=k, problem=problem)
+            errors[problem, k] = float(lf.readout.value.split("‖ = ")[1].split(";")[0])
+        assert changed(before, trace_data(lf))
+        assert errors[problem, 6] < 0.01 * errors[problem, 0]
+    lf.update(k=3, problem=problems[1])
+    assert "locally Lipschitz" in lf.readout.value
+
+
+def test_picard_bound_is_the_exponential_series_tail():
+    assert viz.picard_bound(1.0, 1.0, 1.0, 0) == pytest.approx(np.e - 1)
+    assert viz.picard_bound(2.0, 3.0, 0.5, 2) == pytest.approx(1.5 * (np.e - 1 - 1 - 0.5))
+
+
+def test_picard_problems_exact_solutions():
+    problems = viz.picard_problems(end_time=0.5, points=11)
+    for problem in problems.values():
+        # the exact solution satisfies the ODE: central differences of x(t) match f(t, x(t))
+        t, exact = problem["t"], problem["exact"]
+        slope = (exact[2:] - exact[:-2]) / (t[2:] - t[:-2])[:, None]
+        rhs = torch.stack([problem["func"](s, x) for s, x in zip(t[1:-1], exact[1:-1], strict=True)])
+        np.testing.assert_allclose(slope.numpy(), rhs.numpy(), rtol=1e-2, atol=1e-3)
+
+
+def test_check_choices():
+    options = {"a": "x", "b": "y", "c": "z"}
+    assert viz.check_choices(None, {"a"}, options).status == "unanswered"
+    assert viz.check_choices({"a", "c"}, {"a", "c"}, options)
+    assert viz.check_choices("a, c", {"a", "c"}, options)
+    assert viz.check_choices({"a"}, {"a", "c"}, options).status == "wrong"
+    assert viz.check_choices({"q"}, {"a"}, options).status == "wrong"

@@ -14,7 +14,16 @@ from .atoms import (
     photo_widget,
     query_kernel_widget,
 )
-from .common import Check, apply_to_image, atoms_from_lists, check_number, fast_mode, image_row, photo_grid
+from .common import (
+    Check,
+    apply_to_image,
+    atoms_from_lists,
+    check_choices,
+    check_number,
+    fast_mode,
+    image_row,
+    photo_grid,
+)
 from .depth import (
     SOLVERS,
     convergence,
@@ -24,10 +33,25 @@ from .depth import (
     solver_widget,
     trajectory_widget,
 )
+from .lipschitz import (
+    dopri5_nfe_along_ray,
+    jacobian_norm_along_ray,
+    nfe_widget,
+    picard_bound,
+    picard_problems,
+    picard_widget,
+    ray_mixers,
+    ray_point,
+    ray_widget,
+    ssog_norm_widget,
+    two_atom_head,
+)
 
 __all__ = ["LiveFigure"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
-            "image_row", "photo_grid"]
+            "image_row", "photo_grid", "check_choices"]
+__all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
+            "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
             "trajectory_widget"]

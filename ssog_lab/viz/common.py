@@ -142,3 +142,19 @@ def image_axes(figure: go.Figure, subplots: list[int] | None = None) -> None:
         figure.layout[name].update(autorange="reversed", showticklabels=False, constrain="domain",
                                    scaleanchor=figure.layout[name].anchor or "x")
         figure.layout["xaxis" + suffix].update(showticklabels=False, constrain="domain")
+
+
+def check_choices(answer, expected: set[str], options: dict[str, str]) -> Check:
+    """Multiple choice: `answer` is a set (or list/string) of option letters; None = not answered."""
+    if answer is None:
+        return unanswered("give the set of letters, e.g. {\"a\", \"c\"}")
+    chosen = {str(a).strip().lower() for a in (answer if not isinstance(answer, str) else answer.replace(",", " ")
+                                                .split())}
+    unknown = chosen - set(options)
+    if unknown:
+        return Check("wrong", f"unknown option(s) {sorted(unknown)}; choose among {sorted(options)}")
+    if chosen == expected:
+        return Check("correct", "; ".join(f"{k}) {options[k]}" for k in sorted(expected)))
+    missing, extra = sorted(expected - chosen), sorted(chosen - expected)
+    return Check("wrong", (f"{len(missing)} right option(s) missing" if missing else "")
+                 + ("; " if missing and extra else "") + (f"{len(extra)} wrong option(s) chosen" if extra else ""))
