@@ -133,3 +133,11 @@ def test_realistic_shape_on_gpu(dtype, steered):
     """B=8, 6 heads, 32×32 tokens, d=64, M=4: float32 to 1e-4; bfloat16 to bfloat16 accuracy (2e-2)."""
     inputs = make_inputs(8, 6, (32, 32), 64, 4, steered, dtype=dtype)
     check(inputs, (32, 32), rel=1e-4 if dtype == torch.float32 else 2e-2)
+
+
+@needs_triton
+@pytest.mark.skipif(not tk.INTERPRET, reason="bfloat16 is refused only in the interpreter")
+def test_bfloat16_refused_in_interpreter():
+    v, mu, sigma, amp = make_inputs(1, 1, (2, 3), 4, 1, False, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="v must be float32"):
+        ops.ssog(v, mu, sigma, amp, (2, 3), backend="triton")

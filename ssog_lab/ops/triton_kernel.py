@@ -263,7 +263,8 @@ def _tuned(kernel, configs: list[dict], fixed: dict, key: list[str]):
     """The kernel with autotuned meta-parameters on GPU, or with `fixed` ones in the interpreter."""
     if INTERPRET:
         return kernel, fixed
-    return triton.autotune([triton.Config(c, num_warps=w) for c, w in configs], key=key)(kernel), {}
+    autotune = triton.autotune([triton.Config(c, num_warps=w) for c, w in configs], key=key, cache_results=True)
+    return autotune(kernel), {}
 
 
 _LSE_CONFIGS = [({"BLOCK_O": bo, "BLOCK_K": bk}, 4) for bo in (32, 64) for bk in (32, 64)]
