@@ -49,7 +49,7 @@ class ViTConfig:
     ssog_heads SSoG heads (ssog, ssog-steered); None resolves to dim // 8 (nano 8, tiny 24, small 48, base 96).
                A fixed SSoG head costs atoms × 5 parameters and nothing in mixing time (DESIGN.md §1), and a
                CPU probe there found 16 spread heads far better than 2, so SSoG gets many more heads than
-               attention. A steered head also adds dim × atoms × 5 steering weights: see docs/results/params.md.
+               attention. Each steered head also adds atoms × 5 outputs to the steering head: docs/results/params.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
