@@ -1,6 +1,7 @@
 """Widgets of notebooks 05–08: each builds, its `update(...)` (or `log(...)`) changes the figure's data and
 readout, and the numbers it shows agree with the definitions they visualize."""
 
+import json
 import math
 
 import numpy as np
@@ -138,3 +139,90 @@ def test_parameter_widget_shows_the_table():
     with pytest.raises(ValueError, match="rows"):
         viz.parameter_widget([])
 
+
+
+# --- 06: training --------------------------------------------------------------------------------------
+
+
+def test_training_monitor_appends_records_from_fit():
+    from ssog_lab import data, train
+
+    generator = torch.Generator().manual_seed(0)
+    images, labels = torch.randn(32, 1, 8, 8, generator=generator), torch.arange(32) % 4
+    dataset = data.ImageDataset(images, labels, name="noise")
+    monitor = viz.TrainingMonitor(["a", "b"])
+    assert all(len(trace.x or ()) == 0 for trace in monitor.figure.data)
+    torch.manual_seed(0)
+    model = models.build_model("nano", image_size=8, dim=16, layers=1, heads=2, in_chans=1, num_classes=4)
+    history = train.fit(model, dataset, dataset, train.TrainConfig(epochs=2, batch_size=16, log_every=1,
+                                                                   progress=False), on_log=monitor.callback("b"))
+    steps = [r for r in history if r["kind"] == "step"]
+    epochs = [r for r in history if r["kind"] == "epoch"]
+    loss_b, test_accuracy_b = monitor.figure.data[4], monitor.figure.data[7]  # run b: batch loss, test accuracy
+    assert loss_b.y == tuple(r["loss"] for r in steps) and loss_b.x == tuple(r["epoch"] for r in steps)
+    assert test_accuracy_b.y == tuple(r["test_accuracy"] for r in epochs)
+    assert all(len(trace.x or ()) == 0 for trace in monitor.figure.data[:4])  # run a untouched
+    assert "<b>b</b>: epoch 2.00" in monitor.readout.value
+    assert f"test accuracy {100 * epochs[-1]['test_accuracy']:.1f}%" in monitor.readout.value
+    monitor.log({"kind": "epoch", "epoch": 1, "step": 2, "test_loss": 1.5, "test_accuracy": None}, run="a")
+    assert monitor.figure.data[1].y == (1.5,) and len(monitor.figure.data[3].y or ()) == 0  # None is skipped
+    with pytest.raises(ValueError, match="run"):
+        monitor.log(steps[0], run="c")
+    with pytest.raises(ValueError, match="kind"):
+        monitor.log({"epoch": 1})
+
+
+def test_prediction_widget_shows_softmax_of_each_model():
+    from ssog_lab import data
+
+    dataset = data.ImageDataset(torch.randn(5, 1, 8, 8), torch.arange(5), name="noise")
+    torch.manual_seed(0)
+    kwargs = dict(image_size=8, dim=16, layers=1, heads=2, in_chans=1, num_classes=5)
+    trained = {"x": models.build_model("nano", **kwargs).eval(),
+               "y": models.build_model("nano", mixer="ssog", **kwargs).eval()}
+    lf = viz.prediction_widget(trained, dataset, index=0)
+    before = trace_data(lf.figure)
+    lf.update(index=3)
+    assert changed(before, trace_data(lf.figure))
+    with torch.no_grad():
+        expected = trained["y"](dataset[3][0][None]).softmax(-1)[0]
+    np.testing.assert_allclose(lf.figure.data[2].y, expected.numpy(), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(lf.figure.data[0].z), dataset[3][0][0].numpy(), atol=1e-6)
+    assert "true label <b>3</b>" in lf.readout.value
+
+
+def test_results_widget_averages_seeds(tmp_path):
+    rows = [dict(name=f"main/{d}/{m}/s{s}", depth=d, mixer=m, seed=s, test_accuracy=acc, train_seconds=10.0 * s + 1)
+            for d, m, s, acc in [("discrete", "sdpa", 0, 0.80), ("discrete", "sdpa", 1, 0.90),
+                                 ("discrete", "ssog", 0, 0.70), ("ode", "ssog", 0, 0.60)]]
+    rows.append(dict(name="heads/discrete/ssog/s0", depth="discrete", mixer="ssog", seed=0, test_accuracy=0.5))
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    records = viz.read_results(path)
+    assert records == rows
+    lf = viz.results_widget(records)
+    sdpa, ssog = lf.figure.data
+    assert sdpa.x == ("discrete", "ode") and sdpa.y[0] == pytest.approx(85.0) and sdpa.y[1] is None
+    assert sdpa.error_y.array[0] == pytest.approx(5.0)
+    assert ssog.y == pytest.approx((70.0, 60.0))
+    assert "discrete/sdpa: 85.0% ± 5.0% (2 seeds)" in lf.readout.value
+    before = trace_data(lf.figure)
+    lf.update(group="heads")
+    assert changed(before, trace_data(lf.figure)) and ssog.y == pytest.approx((50.0,))
+    lf.update(group="main", metric="train_seconds")
+    assert sdpa.y[0] == pytest.approx(6.0)  # mean of 1 and 11 seconds
+    assert viz.result_mean(records, "discrete", "sdpa") == pytest.approx(0.85)
+    with pytest.raises(ValueError, match="no stored result"):
+        viz.result_mean(records, "looped", "sdpa")
+    with pytest.raises(FileNotFoundError):
+        viz.read_results(tmp_path / "absent.jsonl")
+
+
+def test_digits_figure_draws_each_image_with_its_label():
+    from ssog_lab import data
+
+    dataset = data.ImageDataset(torch.randn(4, 1, 6, 6), torch.tensor([3, 1, 4, 1]), name="noise")
+    figure = viz.digits_figure(dataset, [0, 2, 3], columns=2)
+    assert len(figure.data) == 3
+    assert [a.text for a in figure.layout.annotations] == ["3", "4", "1"]
+    np.testing.assert_allclose(np.asarray(figure.data[1].z), dataset[2][0][0].numpy(), atol=1e-6)

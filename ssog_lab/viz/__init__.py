@@ -46,6 +46,14 @@ from .lipschitz import (
     ssog_norm_widget,
     two_atom_head,
 )
+from .training import (
+    TrainingMonitor,
+    digits_figure,
+    prediction_widget,
+    read_results,
+    result_mean,
+    results_widget,
+)
 
 __all__ = ["LiveFigure"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
@@ -55,3 +63,5 @@ __all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "pi
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
             "trajectory_widget"]
+__all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
+            "results_widget"]

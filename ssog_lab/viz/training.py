@@ -1,0 +1,238 @@
+"""Widgets for notebook 06: a live loss/accuracy plot fed by the training loop, predictions, stored results.
+
+    monitor = TrainingMonitor(["sdpa", "ssog-steered"])
+    fit(model, train_set, test_set, config, on_log=monitor.callback("sdpa"))   # the plot grows as it trains
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+from torch import nn
+
+from ._base import LiveFigure
+from .common import as_array, heatmap, image_axes
+
+_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
+# (panel row, record kind, record key, trace label suffix, dash, marker) for each trace a run draws.
+_SERIES = (
+    (1, "step", "loss", "batch loss", "solid", False),
+    (1, "epoch", "test_loss", "test loss", "dash", True),
+    (2, "step", "accuracy", "batch accuracy", "solid", False),
+    (2, "epoch", "test_accuracy", "test accuracy", "dash", True),
+)
+
+
+class TrainingMonitor:
+    """A loss/accuracy FigureWidget that grows while `ssog_lab.train.fit` runs.
+
+    runs: the names of the runs to draw (one colour each). `log(record, run)` appends one record of
+    fit's history ({"kind": "step", "epoch", "loss", "accuracy", ...} or {"kind": "epoch", "epoch",
+    "test_loss", "test_accuracy", ...}); `callback(run)` returns the function to pass as fit's on_log.
+    x axis: epochs (fractional for step records). The readout shows each run's latest numbers.
+    """
+
+    def __init__(self, runs: list[str] | tuple[str, ...], title: str = "training on the fly"):
+        if not runs or len(set(runs)) != len(runs):
+            raise ValueError(f"runs must be a non-empty list of distinct names, got {runs!r}")
+        self.runs = list(runs)
+        figure = make_subplots(rows=1, cols=2, subplot_titles=("cross-entropy loss", "accuracy"),
+                               horizontal_spacing=0.1)
+        self._trace = {}
+        for r, run in enumerate(self.runs):
+            colour = _COLOURS[r % len(_COLOURS)]
+            for col, kind, key, label, dash, markers in _SERIES:
+                self._trace[(run, kind, key)] = len(figure.data)
+                figure.add_trace(go.Scatter(x=[], y=[], name=f"{run}: {label}", legendgroup=run,
+                                            mode="lines+markers" if markers else "lines",
+                                            line={"color": colour, "dash": dash, "width": 3 if markers else 1.5},
+                                            opacity=1.0 if markers else 0.6), row=1, col=col)
+        figure.update_xaxes(title_text="epoch")
+        figure.update_yaxes(type="log", row=1, col=1)
+        figure.update_yaxes(range=[0, 1.02], row=1, col=2)
+        figure.update_layout(height=420, width=980, title=title, margin={"t": 70},
+                             legend={"orientation": "h", "y": -0.2})
+        self.figure = go.FigureWidget(figure)
+        self.readout = widgets.HTML()
+        self.latest: dict[str, dict] = {}
+
+    def log(self, record: dict, run: str | None = None) -> None:
+        """Append one history record of `run` (default: the first run) to the plot and the readout."""
+        run = self.runs[0] if run is None else run
+        if run not in self.runs:
+            raise ValueError(f"run must be one of {self.runs}, got {run!r}")
+        kind = record.get("kind")
+        if kind not in ("step", "epoch"):
+            raise ValueError(f"record['kind'] must be 'step' or 'epoch', got {kind!r}")
+        with self.figure.batch_update():
+            for _, series_kind, key, _, _, _ in _SERIES:
+                value = record.get(key)
+                if series_kind != kind or value is None:
+                    continue
+                trace = self.figure.data[self._trace[(run, kind, key)]]
+                trace.x = (*(trace.x or ()), float(record["epoch"]))
+                trace.y = (*(trace.y or ()), float(value))
+        self.latest.setdefault(run, {}).update({k: v for k, v in record.items() if v is not None})
+        self.readout.value = "<br>".join(self._summary(name) for name in self.runs if name in self.latest)
+
+    def _summary(self, run: str) -> str:
+        last = self.latest[run]
+        parts = [f"epoch {last['epoch']:.2f}", f"step {last.get('step', 0)}"]
+        if "loss" in last:
+            parts.append(f"batch loss {last['loss']:.3f}")
+        if "test_accuracy" in last:
+            parts.append(f"test accuracy {100 * last['test_accuracy']:.1f}%")
+        if "images_per_s" in last:
+            parts.append(f"{last['images_per_s']:.0f} images/s")
+        return f"<b>{run}</b>: " + ", ".join(parts)
+
+    def callback(self, run: str) -> Callable[[dict], None]:
+        """The on_log function for fit that logs into `run`."""
+        if run not in self.runs:
+            raise ValueError(f"run must be one of {self.runs}, got {run!r}")
+        return lambda record: self.log(record, run)
+
+    @property
+    def widget(self) -> widgets.VBox:
+        return widgets.VBox([self.readout, self.figure])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def digits_figure(dataset, indices: list[int], columns: int = 8) -> go.Figure:
+    """A grid of (grey, 1-channel) images `dataset[i]` with their labels as titles."""
+    rows = math.ceil(len(indices) / columns)
+    classes = getattr(dataset, "classes", None)
+    titles = []
+    for i in indices:
+        label = int(dataset[i][1])
+        titles.append(classes[label] if classes else str(label))
+    figure = make_subplots(rows=rows, cols=columns, subplot_titles=titles, horizontal_spacing=0.01,
+                           vertical_spacing=0.08)
+    for k, i in enumerate(indices):
+        figure.add_trace(heatmap(dataset[i][0][0], showscale=False), row=k // columns + 1, col=k % columns + 1)
+    image_axes(figure)
+    figure.update_layout(height=110 * rows + 40, width=90 * columns + 40, margin={"t": 30, "b": 5, "l": 5, "r": 5})
+    return figure
+
+
+def prediction_widget(models: dict[str, nn.Module], dataset, index: int = 0) -> LiveFigure:
+    """One test image and every model's class probabilities (softmax of its logits) side by side.
+
+    models: name -> trained model (images (B, C, H, W) -> logits). Control: the image index.
+    """
+    if not models:
+        raise ValueError("models must name at least one model")
+    classes = getattr(dataset, "classes", None) or [str(c) for c in range(dataset.num_classes)]
+    controls = {"index": widgets.IntSlider(value=index, min=0, max=len(dataset) - 1, description="image",
+                                           continuous_update=False, layout=widgets.Layout(width="420px"))}
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.3, 0.7], subplot_titles=("input", "p(class | image)"))
+    figure.add_trace(heatmap(np.zeros((2, 2)), showscale=False), row=1, col=1)
+    for m, name in enumerate(models):
+        figure.add_trace(go.Bar(x=classes, name=name, marker_color=_COLOURS[m % len(_COLOURS)]), row=1, col=2)
+    figure.update_yaxes(range=[0, 1], row=1, col=2)
+    figure.update_layout(height=360, width=860, barmode="group", margin={"t": 40})
+    image_axes(figure, subplots=[1])
+
+    def redraw(fig: go.FigureWidget, index: int) -> str:
+        image, label = dataset[index]
+        fig.data[0].z = as_array(image[0])
+        verdicts = []
+        for m, (name, model) in enumerate(models.items()):
+            with torch.no_grad():
+                probabilities = model(image[None].to(next(model.parameters()).dtype)).softmax(-1)[0]  # (classes,)
+            fig.data[1 + m].y = as_array(probabilities)
+            guess = int(probabilities.argmax())
+            mark = "✅" if guess == int(label) else "❌"
+            verdicts.append(f"{name}: {classes[guess]} ({100 * probabilities[guess]:.0f}%) {mark}")
+        return f"image {index}, true label <b>{classes[int(label)]}</b> · " + " · ".join(verdicts)
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """The records of a JSON-lines results file (one JSON object a line; blank lines skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results file {path} does not exist")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def results_widget(records: list[dict], metrics: tuple[str, ...] = ("test_accuracy", "train_seconds",
+                                                                     "parameters")) -> LiveFigure:
+    """Stored training results as grouped bars: depth on the x axis, one bar per mixer, mean ± spread over seeds.
+
+    records: rows with preset, depth, mixer, seed and the metrics (as `read_results` gives them). Rows
+    whose `name` has a prefix ("main/…", "heads/…") form groups that a dropdown selects. The readout lists
+    the numbers and how many seeds each bar averages.
+    """
+    if not records:
+        raise ValueError("records must hold at least one result row")
+    groups = sorted({_group(r) for r in records})
+    metrics = tuple(m for m in metrics if any(r.get(m) is not None for r in records))
+    controls = {
+        "group": widgets.Dropdown(options=groups, value="main" if "main" in groups else groups[0],
+                                  description="runs"),
+        "metric": widgets.Dropdown(options=list(metrics), value=metrics[0], description="metric"),
+    }
+    mixers = list(dict.fromkeys(r["mixer"] for r in records))
+    figure = go.Figure([go.Bar(name=mixer, marker_color=_COLOURS[i % len(_COLOURS)], textposition="outside")
+                        for i, mixer in enumerate(mixers)])
+    figure.update_layout(barmode="group", height=430, width=860, margin={"t": 50}, xaxis_title="depth")
+
+    def redraw(fig: go.FigureWidget, group: str, metric: str) -> str:
+        rows = [r for r in records if _group(r) == group and r.get(metric) is not None]
+        depths = list(dict.fromkeys(r["depth"] for r in rows))
+        lines = []
+        for trace, mixer in zip(fig.data, mixers, strict=True):
+            means, spreads = [], []
+            for depth in depths:
+                values = [float(r[metric]) for r in rows if r["mixer"] == mixer and r["depth"] == depth]
+                means.append(float(np.mean(values)) if values else None)
+                spreads.append(float(np.std(values)) if len(values) > 1 else 0.0)
+                if values:
+                    lines.append(f"{depth}/{mixer}: {_fmt(metric, means[-1])}"
+                                 + (f" ± {_fmt(metric, spreads[-1])}" if len(values) > 1 else "")
+                                 + f" ({len(values)} seed{'s' if len(values) > 1 else ''})")
+            scale = 100.0 if metric.endswith("accuracy") else 1.0
+            trace.x = depths
+            trace.y = [None if m is None else scale * m for m in means]
+            trace.error_y = {"type": "data", "array": [scale * s for s in spreads], "visible": True}
+            trace.text = ["" if m is None else _fmt(metric, m) for m in means]
+        fig.layout.yaxis.title = f"{metric} (%)" if metric.endswith("accuracy") else metric
+        fig.layout.title = f"stored results, runs '{group}': {metric}, mean ± std over seeds"
+        return "<br>".join(lines)
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def _group(record: dict) -> str:
+    name = record.get("name", "")
+    return name.split("/")[0] if "/" in name else "all"
+
+
+def _fmt(metric: str, value: float) -> str:
+    if metric.endswith("accuracy"):
+        return f"{100 * value:.1f}%"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def result_mean(records: list[dict], depth: str, mixer: str, metric: str = "test_accuracy",
+                group: str = "main") -> float:
+    """The mean of `metric` over the seeds of the stored runs `group`/depth/mixer (ValueError when none)."""
+    values = [float(r[metric]) for r in records if _group(r) == group and r.get("depth") == depth
+              and r.get("mixer") == mixer and r.get(metric) is not None]
+    if not values:
+        raise ValueError(f"no stored result for group={group!r}, depth={depth!r}, mixer={mixer!r}, metric={metric!r}")
+    return float(np.mean(values))
