@@ -167,3 +167,50 @@ def test_check_choices():
     assert viz.check_choices("a, c", {"a", "c"}, options)
     assert viz.check_choices({"a"}, {"a", "c"}, options).status == "wrong"
     assert viz.check_choices({"q"}, {"a"}, options).status == "wrong"
+
+
+# --- 02: separability and cost --------------------------------------------------------------------------
+
+
+def test_kronecker_widget_factors_reproduce_the_dense_kernel():
+    lf = viz.kronecker_widget(grid=(3, 4))
+    before = trace_data(lf)
+    lf.update(sigma_row=0.7, mu_col=-1.5)
+    assert changed(before, trace_data(lf))
+    g_row, g_col, kron, dense = (np.asarray(trace.z) for trace in lf.figure.data)
+    assert g_row.shape == (3, 3) and g_col.shape == (4, 4) and dense.shape == (12, 12)
+    np.testing.assert_allclose(kron, np.kron(g_row, g_col), atol=1e-6)
+    np.testing.assert_allclose(kron, dense, atol=1e-6)
+    assert "e-" in lf.readout.value or "0.0e+00" in lf.readout.value
+
+
+def test_separability_check_agrees_to_rounding():
+    errors = viz.separability_check(grid=(3, 5), atoms=2)
+    assert all(error < 1e-12 for error in errors.values())
+
+
+def test_flop_counts_follow_the_formulas():
+    counts = viz.flop_counts(14, d=64, atoms=4)
+    n = 196
+    assert counts["SDPA (dense attention)"]["flops"] == 4 * n * n * 64
+    assert counts["SSoG separable"]["flops"] == 2 * 4 * n * 28 * 64
+    assert counts["SDPA (dense attention)"]["memory"] == n * n
+    assert viz.loglog_slope([1, 10, 100], [3, 300, 30000]) == pytest.approx(2.0)
+
+
+def test_cost_widget_updates_with_atoms():
+    lf = viz.cost_widget(sides=(4, 8, 16))
+    before, text = trace_data(lf), lf.readout.value
+    lf.update(atoms=8)
+    assert changed(before, trace_data(lf)) and "exceeds M = 8" in lf.readout.value and text != lf.readout.value
+    assert "N^1.50" in lf.readout.value and "N^2.00" in lf.readout.value
+
+
+def test_timing_widget_measures_each_operator():
+    lf = viz.timing_widget(sweep=(4, 8), slider_max=8)
+    assert set(lf.slopes) == {"SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel"}
+    lf.figure.data[-1].y = [0.0, 0.0, 0.0]
+    lf.update(side=8)
+    assert all(t > 0 for t in lf.figure.data[-1].y) and "N = 64" in lf.readout.value
+    big = viz.operator_timings(4, dense_max_tokens=8)
+    assert np.isnan(big["SSoG via the N×N kernel"]) and big["SSoG separable"] > 0

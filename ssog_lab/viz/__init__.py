@@ -24,6 +24,18 @@ from .common import (
     image_row,
     photo_grid,
 )
+from .cost import (
+    axis_matrices,
+    cost_widget,
+    flop_counts,
+    kronecker_kernel,
+    kronecker_widget,
+    loglog_slope,
+    operator_timings,
+    separability_check,
+    time_ms,
+    timing_widget,
+)
 from .depth import (
     SOLVERS,
     convergence,
@@ -59,6 +71,8 @@ __all__ = ["LiveFigure"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]
+__all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
+            "operator_timings", "separability_check", "time_ms", "timing_widget"]
 __all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",

@@ -1,0 +1,217 @@
+"""Widgets for notebook 02: the Kronecker (separable) structure of the SSoG kernel, FLOP and memory
+formulas against dense attention, and live timings on this machine."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.graph_objects as go
+import torch
+import torch.nn.functional as F
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from .. import ops
+from ..ops.reference import ssog_reference
+from ._base import LiveFigure
+from .common import as_array, heatmap, image_axes
+
+_COLOURS = {"SDPA (dense attention)": "#d62728", "SSoG separable": "#1f77b4", "SSoG via the N×N kernel": "#9467bd"}
+
+
+def _slider(kind, value, low, high, step, description, width="300px"):
+    return kind(value=value, min=low, max=high, step=step, description=description, continuous_update=False,
+                layout=widgets.Layout(width=width), style={"description_width": "80px"})
+
+
+def axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """The 1-D Gaussian matrices of every atom: G_row (..., H, H) and G_col (..., W, W), G[i, j] = g(i → j).
+
+    mu, sigma (..., 2) with [..., 0] the row axis and [..., 1] the column axis (`ops.axis_weights`)."""
+    matrices = []
+    for axis, length in enumerate(grid):
+        positions = torch.arange(length, dtype=mu.dtype)[:, None]  # (L, 1): query positions i
+        g = ops.axis_weights(positions, mu[..., None, None, axis], sigma[..., None, None, axis], length)
+        matrices.append(g[..., 0, :])  # (..., L, L)
+    return matrices[0], matrices[1]
+
+
+def kronecker_kernel(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Σ_m α_m G_row,m ⊗ G_col,m for one head (mu, sigma (M, 2); amp (M,)): (N, N)."""
+    g_row, g_col = axis_matrices(mu, sigma, grid)  # (M, H, H), (M, W, W)
+    return sum(a * torch.kron(r, c) for a, r, c in zip(amp, g_row, g_col, strict=True))
+
+
+def separability_check(grid: tuple[int, int] = (6, 7), atoms: int = 3, d: int = 5, seed: int = 0) -> dict[str, float]:
+    """Random atoms (float64): largest |difference| between `ops.dense_kernel` and the sum of Kronecker
+    products, and between the separable and the dense-kernel evaluation of SSoG on random values."""
+    generator = torch.Generator().manual_seed(seed)
+    mu = torch.randn(1, atoms, 2, generator=generator, dtype=torch.float64) * 2  # (heads=1, M, 2)
+    sigma = torch.rand(1, atoms, 2, generator=generator, dtype=torch.float64) * 2 + 0.5
+    amp = torch.randn(1, atoms, generator=generator, dtype=torch.float64)
+    v = torch.randn(2, 1, grid[0] * grid[1], d, generator=generator, dtype=torch.float64)  # (B, heads, N, d)
+    dense = ops.dense_kernel(mu, sigma, amp, grid)[0]  # (N, N)
+    kron = kronecker_kernel(mu[0], sigma[0], amp[0], grid)
+    separable = ssog_reference(v, mu, sigma, amp, grid, dense=False)
+    return {"max |K_dense − Σ α G_row ⊗ G_col|": float((dense - kron).abs().max()),
+            "max |separable Y − K V|": float((separable - dense @ v).abs().max())}
+
+
+def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
+    """One atom: its row matrix G_row (H×H), column matrix G_col (W×W), their Kronecker product and the
+    N×N kernel from `ops.dense_kernel`, side by side. Sliders for σ and μ on each axis."""
+    height, width = grid
+    controls = {
+        "sigma_row": _slider(widgets.FloatSlider, 1.0, 0.2, 4.0, 0.1, "σ row"),
+        "sigma_col": _slider(widgets.FloatSlider, 2.0, 0.2, 4.0, 0.1, "σ col"),
+        "mu_row": _slider(widgets.FloatSlider, 0.0, -height, height, 0.5, "μ row"),
+        "mu_col": _slider(widgets.FloatSlider, 1.0, -width, width, 0.5, "μ col"),
+    }
+    titles = (f"G_row ({height}×{height})", f"G_col ({width}×{width})", "G_row ⊗ G_col (N×N)",
+              "ops.dense_kernel (N×N)")
+    figure = make_subplots(rows=1, cols=4, subplot_titles=titles, column_widths=[0.16, 0.2, 0.32, 0.32],
+                           horizontal_spacing=0.04)
+    for col in range(1, 5):
+        figure.add_trace(heatmap(np.zeros((1, 1)), colorscale="Viridis", showscale=False, zmin=0), row=1, col=col)
+    figure.update_layout(height=340, width=1000, margin={"t": 40, "b": 10})
+    image_axes(figure)
+
+    def redraw(fig: go.FigureWidget, sigma_row: float, sigma_col: float, mu_row: float, mu_col: float) -> str:
+        mu = torch.tensor([[mu_row, mu_col]], dtype=torch.float64)  # (M=1, 2)
+        sigma = torch.tensor([[sigma_row, sigma_col]], dtype=torch.float64)
+        amp = torch.ones(1, dtype=torch.float64)
+        g_row, g_col = axis_matrices(mu, sigma, grid)
+        kron = kronecker_kernel(mu, sigma, amp, grid)
+        dense = ops.dense_kernel(mu[None], sigma[None], amp[None], grid)[0]
+        for trace, z in zip(fig.data, (g_row[0], g_col[0], kron, dense), strict=True):
+            trace.z = as_array(z)
+        return (f"max |G_row ⊗ G_col − K| = {float((kron - dense).abs().max()):.1e}: the N×N kernel holds "
+                f"N² = {(height * width) ** 2} numbers, the two factors only H² + W² = {height ** 2 + width ** 2}")
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def flop_counts(side: int, d: int = 64, atoms: int = 4) -> dict[str, dict[str, float]]:
+    """Cost of mixing one head of one image on a side×side grid (N = side²), multiply–add = 2 FLOPs.
+
+    SDPA: QKᵀ and PV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
+    SSoG separable: stage 1 (columns) 2MNWd + stage 2 (rows) 2MNHd = 2MN(H+W)d; it stores M(H² + W²)
+    Gaussian weights and the M·N·d intermediate. SSoG via the N×N kernel: building K costs about 3MN²
+    (product and sum), KV 2N²d, and K itself is N² numbers.
+    Returns {method: {"flops": …, "memory": numbers held besides the N·d inputs and outputs}}.
+    """
+    n, h, w = side * side, side, side
+    return {
+        "SDPA (dense attention)": {"flops": 4.0 * n * n * d, "memory": float(n * n)},
+        "SSoG separable": {"flops": 2.0 * atoms * n * (h + w) * d, "memory": float(atoms * (h * h + w * w)
+                                                                                   + atoms * n * d)},
+        "SSoG via the N×N kernel": {"flops": 3.0 * atoms * n * n + 2.0 * n * n * d, "memory": float(n * n)},
+    }
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (the exponent p in y ∝ x^p)."""
+    return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
+
+
+def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFigure:
+    """FLOPs and memory of `flop_counts` against N (log–log), sliders for the atoms M and the head width d.
+    The readout gives the fitted exponents and the grid from which separable SSoG needs fewer FLOPs."""
+    controls = {"atoms": _slider(widgets.IntSlider, 4, 1, 16, 1, "atoms M"),
+                "d": _slider(widgets.IntSlider, 64, 8, 256, 8, "head dim d")}
+    tokens = [s * s for s in sides]
+    figure = make_subplots(rows=1, cols=2, subplot_titles=("FLOPs per head and image", "numbers held (memory)"))
+    for name, colour in _COLOURS.items():
+        for col in (1, 2):
+            figure.add_trace(go.Scatter(x=tokens, mode="lines+markers", name=name, line={"color": colour},
+                                        legendgroup=name, showlegend=col == 1), row=1, col=col)
+    figure.update_xaxes(type="log", title_text="tokens N")
+    figure.update_yaxes(type="log")
+    figure.update_layout(height=400, width=950, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
+
+    def redraw(fig: go.FigureWidget, atoms: int, d: int) -> str:
+        counts = [flop_counts(s, d, atoms) for s in sides]
+        slopes = []
+        for k, name in enumerate(_COLOURS):
+            flops = [c[name]["flops"] for c in counts]
+            fig.data[2 * k].y = flops
+            fig.data[2 * k + 1].y = [c[name]["memory"] for c in counts]
+            slopes.append(f"{name}: FLOPs ∝ N^{loglog_slope(tokens[-3:], flops[-3:]):.2f}")
+        # separable < SDPA  ⇔  2M·N·2s·d < 4N²d  ⇔  s > M
+        return " · ".join(slopes) + f"<br>separable SSoG needs fewer FLOPs than SDPA once the side exceeds M = {atoms}"
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def time_ms(fn: Callable[[], object], repeats: int = 5, budget_s: float = 0.3) -> float:
+    """Fastest of up to `repeats` calls in milliseconds after one warm-up call, stopping once `budget_s`
+    has been spent (the minimum is the least disturbed by other work on a shared machine)."""
+    fn()
+    best, spent = math.inf, 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        best, spent = min(best, elapsed), spent + elapsed
+        if spent > budget_s:
+            break
+    return 1e3 * best
+
+
+def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, dense_max_tokens: int = 2304,
+                     seed: int = 0) -> dict[str, float]:
+    """Forward milliseconds on this CPU for one image, (heads, N = side², d) float32 values: SDPA, SSoG's
+    separable path and SSoG through the N×N kernel (up to `dense_max_tokens` tokens; NaN above)."""
+    generator = torch.Generator().manual_seed(seed)
+    n = side * side
+    q, k, v = (torch.randn(1, heads, n, d, generator=generator) for _ in range(3))  # (1, heads, N, d)
+    mu = torch.randn(heads, atoms, 2, generator=generator)
+    sigma = torch.rand(heads, atoms, 2, generator=generator) + 0.5
+    amp = torch.randn(heads, atoms, generator=generator)
+    with torch.no_grad():
+        timings = {"SDPA (dense attention)": time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
+                   "SSoG separable": time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}
+        timings["SSoG via the N×N kernel"] = (
+            time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=True)) if n <= dense_max_tokens
+            else math.nan)
+    return timings
+
+
+def timing_widget(sweep: tuple[int, ...] = (8, 16, 24, 32, 48), slider_max: int = 64, d: int = 32,
+                  heads: int = 2, atoms: int = 4) -> LiveFigure:
+    """Left: a sweep measured once when built (ms against N, log–log, fitted slopes in the legend);
+    right: the three operators timed afresh at the slider's grid side."""
+    sweep_rows = [operator_timings(s, d, heads, atoms) for s in sweep]
+    tokens = [s * s for s in sweep]
+    controls = {"side": _slider(widgets.IntSlider, sweep[len(sweep) // 2], 4, slider_max, 4, "grid side", "420px")}
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4],
+                           subplot_titles=("sweep on this machine (ms, log–log)", "at the slider's grid"))
+    slopes = {}
+    for name, colour in _COLOURS.items():
+        times = [row[name] for row in sweep_rows]
+        finite = [(n, t) for n, t in zip(tokens, times, strict=True) if math.isfinite(t)]
+        upper = finite[len(finite) // 2:] if len(finite) >= 4 else finite  # small grids are overhead-bound
+        slopes[name] = loglog_slope(*zip(*upper, strict=True)) if len(upper) >= 2 else math.nan
+        shown = [t if math.isfinite(t) else None for t in times]  # None: not measured (JSON has no NaN)
+        figure.add_trace(go.Scatter(x=tokens, y=shown, mode="lines+markers", line={"color": colour},
+                                    name=f"{name}: slope {slopes[name]:.2f}"), row=1, col=1)
+    figure.add_trace(go.Bar(x=list(_COLOURS), marker_color=list(_COLOURS.values()), showlegend=False), row=1, col=2)
+    figure.update_xaxes(type="log", title_text="tokens N", row=1, col=1)
+    figure.update_yaxes(type="log", title_text="ms", row=1, col=1)
+    figure.update_yaxes(title_text="ms", row=1, col=2)
+    figure.update_layout(height=420, width=1000, margin={"t": 40}, legend={"orientation": "h", "y": -0.25})
+
+    def redraw(fig: go.FigureWidget, side: int) -> str:
+        timings = operator_timings(side, d, heads, atoms)
+        fig.data[-1].y = [0.0 if math.isnan(t) else t for t in timings.values()]
+        parts = [f"{name}: {t:.3g} ms" if math.isfinite(t) else f"{name}: skipped (N² too large)"
+                 for name, t in timings.items()]
+        return f"grid {side}×{side} (N = {side * side}), d = {d}, {heads} heads, M = {atoms}: " + " · ".join(parts)
+
+    widget = LiveFigure(figure, controls, redraw)
+    widget.slopes = slopes
+    return widget
