@@ -59,8 +59,9 @@ from torch import Tensor
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Parameter fields along the last dim of the per-stage parameter tensor (B, heads, H, W, M, 3).
-MU, SIGMA, AMP = 0, 1, 2
+# Parameter fields along the last dim of the per-stage parameter tensor (B, heads, H, W, M, 3); constexpr so
+# that kernels may read them (Python code uses `.value`).
+MU, SIGMA, AMP = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def _axis_apply_kernel(x_ptr, out_ptr, p_ptr, lse_ptr, heads, L, M, D,
                        o_sb, o_sh, o_sline, o_spos, o_satom,
                        p_sb, p_sh, p_sline, p_spos, p_satom,
                        l_sb, l_sh, l_sline, l_spos, l_satom,
-                       TRANSPOSED: tl.constexpr, SUM_ATOMS: tl.constexpr,
+                       TRANSPOSED: tl.constexpr, SUM_ATOMS: tl.constexpr, PRECISION: tl.constexpr,
                        BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
     """out[o, m, :] = Σ_k W_m[o, k] · x[k, m, :] for BLOCK_O positions o of one line and BLOCK_D channels.
 
@@ -150,7 +151,10 @@ def _axis_apply_kernel(x_ptr, out_ptr, p_ptr, lse_ptr, heads, L, M, D,
         for k0 in range(0, L, BLOCK_K):
             k = k0 + tl.arange(0, BLOCK_K)  # (BLOCK_K,) loop positions
             k_ok = k < L
-            q, q_ok = (k, k_ok) if TRANSPOSED else (o, o_ok)  # query positions: whose parameters these are
+            if TRANSPOSED:  # query positions, whose parameters define the Gaussian: the loop's
+                q, q_ok = k, k_ok
+            else:  # or the program's own
+                q, q_ok = o, o_ok
             p_at = p_ptr + q.to(tl.int64) * p_spos + m * p_satom
             mu = tl.load(p_at + MU, mask=q_ok, other=0.0)
             sigma = tl.load(p_at + SIGMA, mask=q_ok, other=1.0)
@@ -170,7 +174,7 @@ def _axis_apply_kernel(x_ptr, out_ptr, p_ptr, lse_ptr, heads, L, M, D,
             w = tl.where(o_ok[:, None] & k_ok[None, :], w, 0.0)
             x_at = x_ptr + k.to(tl.int64) * x_spos + m * x_satom  # (BLOCK_K,)
             x = tl.load(x_at[:, None] + ch[None, :], mask=k_ok[:, None] & ch_ok[None, :], other=0.0)
-            acc += tl.dot(w.to(x.dtype), x, input_precision="ieee")  # (BLOCK_O, BLOCK_D), fp32 accumulate
+            acc += tl.dot(w.to(x.dtype), x, input_precision=PRECISION)  # (BLOCK_O, BLOCK_D), fp32 accumulate
         if SUM_ATOMS:
             total += acc
         else:
@@ -189,7 +193,7 @@ def _axis_param_grad_kernel(dout_ptr, x_ptr, p_ptr, lse_ptr, grad_ptr, heads, L,
                             x_sb, x_sh, x_sline, x_spos, x_satom,
                             p_sb, p_sh, p_sline, p_spos, p_satom,
                             l_sb, l_sh, l_sline, l_spos, l_satom,
-                            g_sb, g_sh, g_sline, g_spos, g_satom,
+                            g_sb, g_sh, g_sline, g_spos, g_satom, PRECISION: tl.constexpr,
                             BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
     """Gradients of μ, σ, α for BLOCK_O output positions i of one line (all atoms, one pass over j).
 
@@ -240,7 +244,7 @@ def _axis_param_grad_kernel(dout_ptr, x_ptr, p_ptr, lse_ptr, grad_ptr, heads, L,
                 ch_ok = ch < D
                 dy = tl.load(dout_at[:, None] + ch[None, :], mask=i_ok[:, None] & ch_ok[None, :], other=0.0)
                 x = tl.load(x_at[:, None] + ch[None, :], mask=j_ok[:, None] & ch_ok[None, :], other=0.0)
-                g += tl.dot(dy, tl.trans(x), input_precision="ieee")
+                g += tl.dot(dy, tl.trans(x), input_precision=PRECISION)
             wg = w * g
             s_wg += tl.sum(wg, axis=1)
             s_wgu += tl.sum(wg * u, axis=1)
@@ -307,6 +311,11 @@ class Stage:
         return s[0], s[1], line, pos, s[4]
 
 
+def _dot_precision(x: Tensor) -> str:
+    """tl.dot input precision: exact float32 products ("ieee", not TF32) for float32; bfloat16 ignores it."""
+    return "ieee" if x.dtype == torch.float32 else "tf32"
+
+
 def _stage_lse(stage: Stage, params: Tensor, heads: int) -> Tensor:
     """lse (B, heads, H, W, M) float32 of the stage's logits, for every output token and atom."""
     lse = params.new_empty(params.shape[:-1])
@@ -324,7 +333,7 @@ def _stage_apply(stage: Stage, x: Tensor, out: Tensor, params: Tensor, lse: Tens
                          triton.cdiv(stage.length, meta["BLOCK_O"]) * triton.cdiv(d, meta["BLOCK_D"]))
     apply_kernel[grid](x, out, params, lse, heads, stage.length, params.shape[4], d,
                        *stage.strides(x), *stage.strides(out), *stage.strides(params), *stage.strides(lse[..., None]),
-                       TRANSPOSED=transposed, SUM_ATOMS=sum_atoms, **_APPLY_FIXED)
+                       TRANSPOSED=transposed, SUM_ATOMS=sum_atoms, PRECISION=_dot_precision(x), **_APPLY_FIXED)
     return out
 
 
@@ -335,7 +344,8 @@ def _stage_param_grads(stage: Stage, dout: Tensor, x: Tensor, params: Tensor, ls
     grid = lambda meta: (b * heads, stage.lines, triton.cdiv(stage.length, meta["BLOCK_O"]))
     param_grad_kernel[grid](dout, x, params, lse, grads, heads, stage.length, atoms, dout.shape[-1],
                             *stage.strides(dout), *stage.strides(x), *stage.strides(params),
-                            *stage.strides(lse[..., None]), *stage.strides(grads), **_GRAD_FIXED)
+                            *stage.strides(lse[..., None]), *stage.strides(grads), PRECISION=_dot_precision(x),
+                            **_GRAD_FIXED)
     return grads
 
 
@@ -398,9 +408,9 @@ class SSoGFunction(torch.autograd.Function):
         dmu = dsigma = damp = None
         if need_params:
             per_token = lambda g: g.view(b, heads, height * width, atoms, *g.shape[5:])  # (B, heads, N, M, ...)
-            dmu = per_token(torch.stack([g_row[..., MU], g_col[..., MU]], dim=-1))  # (B, heads, N, M, 2)
-            dsigma = per_token(torch.stack([g_row[..., SIGMA], g_col[..., SIGMA]], dim=-1))
-            damp = per_token(g_row[..., AMP])  # (B, heads, N, M)
+            dmu = per_token(torch.stack([g_row[..., MU.value], g_col[..., MU.value]], dim=-1))  # (B, heads, N, M, 2)
+            dsigma = per_token(torch.stack([g_row[..., SIGMA.value], g_col[..., SIGMA.value]], dim=-1))
+            damp = per_token(g_row[..., AMP.value])  # (B, heads, N, M)
             if mu.dim() == 3:  # fixed parameters: sum the per-token contributions over batch and tokens
                 dmu, dsigma, damp = (g.sum(dim=(0, 2)) for g in (dmu, dsigma, damp))
             dmu, dsigma, damp = dmu.to(mu.dtype), dsigma.to(sigma.dtype), damp.to(amp.dtype)
