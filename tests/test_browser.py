@@ -141,14 +141,17 @@ def screenshots(tmp_path_factory):
 
 
 # JavaScript run in the page. `window.jupyterapp` is the JupyterLab application (expose_app_in_browser).
+# The notebook's panel, once JupyterLab has opened it; kept as window.panel for the snippets below.
+FIND_PANEL_JS = """path => window.jupyterapp
+    && (window.panel = [...window.jupyterapp.shell.widgets('main')].find(w => w.context?.path === path))"""
+
 OPEN_NOTEBOOK_JS = """async () => {
-    const app = window.jupyterapp;
-    await app.restored;
-    const panel = app.shell.currentWidget;
-    await panel.context.ready;
-    await panel.sessionContext.ready;
-    await app.commands.execute('notebook:clear-all-cell-outputs');  // blank prompts: [n] below is from this run
-    return panel.context.path;
+    await window.jupyterapp.restored;
+    window.jupyterapp.shell.activateById(window.panel.id);
+    await window.panel.context.ready;
+    await window.panel.sessionContext.ready;
+    await window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs');  // blank prompts: [n] is ours
+    return window.panel.id;
 }"""
 
 # Start Run All without awaiting it here: its promise resolves (true, or false after an error) in window.
@@ -160,22 +163,23 @@ RUN_ALL_JS = """() => {
 # Run All has settled: its promise resolved, the kernel is idle, no cell is queued or running ([*]);
 # or the kernel died.
 SETTLED_JS = """() => {
-    const panel = window.jupyterapp.shell.currentWidget;
+    const panel = window.panel;
     const prompts = [...panel.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
     const status = panel.sessionContext.session?.kernel?.status;
     return status === 'dead' || (window.runAllResult !== undefined && status === 'idle'
                                  && !prompts.some(p => p.includes('*')));
 }"""
 
-# Indices of the code cells whose prompt shows no execution count (they did not run).
-NOT_RUN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets
-    .map((cell, index) => [cell, index]).filter(([cell]) => cell.model.type === 'code')
+# Indices of the non-empty code cells whose prompt shows no execution count (they did not run).
+NOT_RUN_JS = """() => window.panel.content.widgets
+    .map((cell, index) => [cell, index])
+    .filter(([cell]) => cell.model.type === 'code' && cell.model.sharedModel.getSource().trim() !== '')
     .filter(([cell]) => !/\\[\\d+\\]/.test(cell.node.querySelector('.jp-InputPrompt').textContent))
     .map(([, index]) => index)"""
 
 # Errors from the cell models (the kernel's word) and from the DOM (what is shown).
 ERRORS_JS = """() => {
-    const panel = window.jupyterapp.shell.currentWidget;
+    const panel = window.panel;
     const found = [];
     panel.content.widgets.forEach((cell, index) => {
         if (cell.model.type !== 'code') return;
@@ -199,27 +203,38 @@ FIGURE_DATA_JS = """plot => JSON.stringify(plot.data, (key, value) => ArrayBuffe
                                                                                          : value)"""
 
 
+def wait_until(page, condition_js: str, arg, timeout_s: float, message: str) -> None:
+    """Wait until `condition_js(arg)` is truthy in the page; else fail with `message` (and the timeout)."""
+    try:
+        page.wait_for_function(condition_js, arg=arg, timeout=timeout_s * 1000, polling=250)
+    except PlaywrightTimeout as error:
+        raise AssertionError(f"{message} within {timeout_s:g} s") from error
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
     base, token, lab_log = lab
     assert (ROOT / "notebooks" / f"{name}.ipynb").is_file(), f"notebooks/{name}.ipynb is missing"
     page = browser.new_page()
     try:
-        page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext")
-        assert page.evaluate(OPEN_NOTEBOOK_JS) == f"{name}.ipynb"
+        # `reset`: start from an empty workspace, not from the one the previous notebook left.
+        start = time.monotonic()
+        page.goto(f"{base}/lab/tree/{name}.ipynb?reset&token={token}")
+        page.wait_for_function(FIND_PANEL_JS, arg=f"{name}.ipynb")
+        notebook = page.locator(f"#{page.evaluate(OPEN_NOTEBOOK_JS)}")
+        opened = time.monotonic()
         page.evaluate(RUN_ALL_JS)
-        page.wait_for_function(SETTLED_JS, timeout=RUN_ALL_TIMEOUT_S * 1000, polling=500)
-        status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
-        assert status == "idle", f"{name}: the kernel is {status} after Run All (see {lab_log})"
+        wait_until(page, SETTLED_JS, None, RUN_ALL_TIMEOUT_S, f"{name}: Run All did not finish")
+        ran = time.monotonic()
+        status = page.evaluate("() => window.panel.sessionContext.session.kernel.status")
+        assert status != "dead", f"{name}: the kernel died during Run All (see {lab_log})"
         errors = page.evaluate(ERRORS_JS)
         assert not errors, f"{name}: error output after Run All:\n" + "\n".join(errors)
         assert page.evaluate(NOT_RUN_JS) == [], f"{name}: these cells did not run"
         assert page.evaluate("() => window.runAllResult") is True, f"{name}: Run All reported a failure"
 
         # The first widget: the first output holding a slider; its plotly figure must be drawn.
-        widget = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-slider")).first
+        widget = notebook.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-slider")).first
         plot = widget.locator(".js-plotly-plot").first
         plot.wait_for(state="visible")
         widget.scroll_into_view_if_needed()
@@ -229,17 +244,17 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
         handle = widget.locator(".widget-slider .noUi-handle").first
         value, top = float(handle.get_attribute("aria-valuenow")), float(handle.get_attribute("aria-valuemax"))
         handle.focus()
+        pressed = time.monotonic()
         for _ in range(3):
             page.keyboard.press("ArrowLeft" if value >= top else "ArrowRight")
-        page.wait_for_function("([h, v]) => parseFloat(h.getAttribute('aria-valuenow')) !== v",
-                               arg=[handle.element_handle(), value], timeout=10_000)
-        try:
-            page.wait_for_function("([plot, before]) => (" + FIGURE_DATA_JS + ")(plot) !== before",
-                                   arg=[plot.element_handle(), before], timeout=30_000, polling=250)
-        except PlaywrightTimeout as error:
-            moved = handle.get_attribute("aria-valuenow")
-            raise AssertionError(f"{name}: the slider moved from {value:g} to {moved} but the figure's data "
-                                 f"did not change within 30 s") from error
+        wait_until(page, "([h, v]) => parseFloat(h.getAttribute('aria-valuenow')) !== v", [handle.element_handle(),
+                   value], 10, f"{name}: the slider did not move from {value:g} on arrow keys")
+        wait_until(page, "([plot, before]) => (" + FIGURE_DATA_JS + ")(plot) !== before",
+                   [plot.element_handle(), before], 30,
+                   f"{name}: the slider moved from {value:g} to {handle.get_attribute('aria-valuenow')} "
+                   "but the figure's data did not change")
+        print(f"{name}: opened in {opened - start:.0f} s, ran all cells in {ran - opened:.0f} s, "
+              f"redrew {time.monotonic() - pressed:.1f} s after the key presses")
         page.wait_for_timeout(300)  # let plotly finish painting before the screenshot
     finally:
         path = screenshots / f"{name}.png"
