@@ -46,15 +46,17 @@ MIXERS = ("sdpa", "sdpa-math", "axial", "ssog", "ssog-steered")
 RESOLUTIONS = (224, 384, 512, 768, 1024)
 SDPA_MIXERS = ("sdpa", "sdpa-math")
 COLUMNS = ("setting", "mixer", "backend", "mode", "resolution", "tokens", "batch", "params", "images_per_s",
-           "seconds_per_batch", "peak_mb", "memory_method", "nfe", "repeats", "device", "threads", "torch",
-           "ssog_lab", "python", "status", "error")
+           "seconds_per_batch", "best_images_per_s", "peak_mb", "memory_method", "nfe", "repeats", "device",
+           "threads", "torch", "ssog_lab", "python", "status", "error")
 _RESULT_TAG = "SSOG_LAB_BENCH_RESULT "
 
 
 @dataclass
 class BenchConfig:
     """One measured configuration. `setting` is the depth form; `ode_steps` fixes the ODE's grid
-    (step size T/ode_steps, method `ode_method`), the same for every mixer."""
+    (step size T/ode_steps, method `ode_method`), the same for every mixer. Timing repeats a batch at least
+    `repeats` times and until `min_seconds` have been timed (fast configurations get more samples).
+    `threads`: torch's intra-op threads (None: torch's default)."""
 
     preset: str = "tiny"
     setting: str = "discrete"
@@ -64,10 +66,12 @@ class BenchConfig:
     mode: str = "infer"
     repeats: int = 3
     warmup: int = 1
+    min_seconds: float = 1.0
     ode_steps: int = 3
     ode_method: str = "rk4"
     device: str = "cpu"
     num_classes: int = 100
+    threads: int | None = None
 
 
 def grid(preset: str = "tiny", depths=DEPTHS, mixers=MIXERS, resolutions=RESOLUTIONS, batch: int = 1,
@@ -131,6 +135,8 @@ def run_one(config: BenchConfig, fail: bool = False) -> dict:
     from . import __version__
     from .models import PRESETS, build_model, count_parameters
 
+    if config.threads:
+        torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     cuda = device.type == "cuda"
     row = dict(setting=config.setting, mixer=config.mixer, mode=config.mode, resolution=config.resolution,
@@ -173,7 +179,7 @@ def run_one(config: BenchConfig, fail: bool = False) -> dict:
     for _ in range(config.warmup):
         step()
     times = []
-    for _ in range(config.repeats):
+    while len(times) < config.repeats or sum(times) < config.min_seconds:
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
@@ -186,7 +192,8 @@ def run_one(config: BenchConfig, fail: bool = False) -> dict:
         import resource
 
         peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024
-    row.update(images_per_s=config.batch / seconds, seconds_per_batch=seconds, peak_mb=peak,
+    row.update(images_per_s=config.batch / seconds, seconds_per_batch=seconds, peak_mb=peak, repeats=len(times),
+               best_images_per_s=config.batch / min(times),
                nfe=getattr(model, "nfe", 0) if config.setting == "ode" else c.layers, status="ok", error="")
     return row
 
@@ -272,7 +279,8 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 
 _NUMERIC = {"resolution": int, "tokens": int, "batch": int, "params": int, "nfe": int, "repeats": int,
-            "threads": int, "images_per_s": float, "seconds_per_batch": float, "peak_mb": float}
+            "threads": int, "images_per_s": float, "seconds_per_batch": float, "best_images_per_s": float,
+            "peak_mb": float}
 
 
 def load_csv(path: str | Path) -> list[dict]:
@@ -405,7 +413,7 @@ def _median_ms(fn, repeats: int, warmup: int = 1) -> float:
 
 
 def operator_rows(sizes=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int = 3, head_dim: int = 64,
-                  atoms: int = 4, repeats: int = 5, dense_max_tokens: int = 4096, device: str = "cpu") -> list[dict]:
+                  atoms: int = 4, repeats: int = 5, dense_max_tokens: int = 1024, device: str = "cpu") -> list[dict]:
     """Forward and forward+backward milliseconds of SSoG (fixed and steered; dense and separable paths of the
     torch reference) and of SDPA (PyTorch's choice and the math backend) on square grids, all at the same
     (batch, heads, N, head_dim) float32 values. Dense paths run up to `dense_max_tokens` tokens."""
@@ -474,10 +482,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--train", action="store_true", help="also time a training step (forward + backward)")
     parser.add_argument("--repeats", type=int, default=3, help="timed batches (the median is reported)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed batches before timing")
+    parser.add_argument("--min-seconds", type=float, default=1.0, help="time at least this long (more repeats)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per configuration")
     parser.add_argument("--ode-steps", type=int, default=3, help="fixed-grid steps of the ODE over [0, T]")
     parser.add_argument("--ode-method", default="rk4", choices=("euler", "midpoint", "rk4"))
     parser.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", default="bench_results", help="directory for bench.csv, bench.html, ratios.md")
     parser.add_argument("--inline-js", action="store_true", help="inline plotly.js in bench.html (offline, ~4.5 MB)")
     parser.add_argument("--no-progress", action="store_true")
@@ -489,6 +499,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-dim", type=int, default=64, help="--operator: features per head")
     parser.add_argument("--one", metavar="JSON", help=argparse.SUPPRESS)
     return parser
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _cuda() -> bool:
@@ -508,6 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if args.operator:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
         rows = operator_rows(tuple(args.grid_sizes), batch=args.batch, heads=args.heads, head_dim=args.head_dim,
                              repeats=args.repeats, device=args.device)
         with open(out / "operator.csv", "w", newline="") as f:
@@ -515,14 +535,14 @@ def main(argv: list[str] | None = None) -> int:
             writer.writeheader()
             writer.writerows(rows)
         text = (f"Operator alone, batch {args.batch}, heads {args.heads}, head_dim {args.head_dim}, float32, "
-                f"{args.device}, {stamp}\n\nforward (ms)\n\n{operator_markdown(rows)}\n\n"
+                f"{args.device}, {torch_threads()} threads, {stamp}\n\nforward (ms)\n\n{operator_markdown(rows)}\n\n"
                 f"forward + backward (ms)\n\n{operator_markdown(rows, 'forward_backward_ms')}\n")
         (out / "operator.md").write_text(text)
         print(text)
         return 0
     configs = grid(args.preset, args.depth, args.mixer, args.resolution, batch=args.batch, train=args.train,
-                   repeats=args.repeats, warmup=args.warmup, ode_steps=args.ode_steps, ode_method=args.ode_method,
-                   device=args.device)
+                   repeats=args.repeats, warmup=args.warmup, min_seconds=args.min_seconds, ode_steps=args.ode_steps,
+                   ode_method=args.ode_method, device=args.device, threads=args.threads)
     rows = run(configs, out, timeout=args.timeout, progress=not args.no_progress)
     save_figure(rows, out / "bench.html", include_plotlyjs=True if args.inline_js else "cdn")
     modes = ("infer", "train") if args.train else ("infer",)
