@@ -45,6 +45,14 @@ from .depth import (
     solver_widget,
     trajectory_widget,
 )
+from .learned import (
+    atoms_widget,
+    layer_atoms,
+    learned_atoms,
+    receptive_field_widget,
+    ssog_mixers,
+    steering_widget,
+)
 from .lipschitz import (
     dopri5_nfe_along_ray,
     jacobian_norm_along_ray,
@@ -79,3 +87,5 @@ __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "sol
             "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
+__all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
+            "steering_widget"]
