@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- Shapes: B={b}, d={d}, M={m} atoms; times are medians of CUDA-event timings in milliseconds.",
         f"- Roofline: `ssog_lab.ops.triton_kernel.roofline` with the {tk.H200.name} peaks "
-        "(compulsory DRAM bytes, dot FLOPs, FP32 weight construction, exponentials; the largest bound).",
+        "(compulsory DRAM bytes, dot FLOPs, FP32 weight construction, exponentials; the largest of the four times).",
         "",
         f"## Correctness (forward and gradients vs the float64 reference): {'all pass' if ok else 'FAILURES'}",
         "",

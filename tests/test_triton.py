@@ -4,6 +4,10 @@ On a machine without CUDA these run in Triton's CPU interpreter (conftest sets T
 is imported); shapes are tiny because the interpreter executes every program instance in Python.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -141,3 +145,35 @@ def test_bfloat16_refused_in_interpreter():
     v, mu, sigma, amp = make_inputs(1, 1, (2, 3), 4, 1, False, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="v must be float32"):
         ops.ssog(v, mu, sigma, amp, (2, 3), backend="triton")
+
+
+# Compiles each kernel variant to a CUDA binary (sm_90) without a GPU, in a process without the interpreter: the
+# interpreter runs kernels as Python and accepts constructs the GPU compiler rejects.
+COMPILE_FOR_SM90 = """
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, compile
+from ssog_lab.ops import triton_kernel as tk
+
+def build(fn, dtype, consts):
+    types = {n: "constexpr" if n in consts else ("*" + (dtype if n in ("x_ptr", "out_ptr", "dout_ptr") else "fp32")
+             if n.endswith("_ptr") else "i32") for n in fn.arg_names}
+    src = ASTSource(fn=fn, signature=types, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
+    assert "cubin" in compile(src, target=GPUTarget("cuda", 90, 32)).asm
+
+blocks = {"BLOCK_O": 64, "BLOCK_K": 32, "BLOCK_D": 64}
+build(tk._axis_lse_kernel, "fp32", {"BLOCK_O": 64, "BLOCK_K": 32})
+for dtype, precision in (("fp32", "ieee"), ("bf16", "tf32")):
+    for transposed in (False, True):
+        build(tk._axis_apply_kernel, dtype,
+              {"TRANSPOSED": transposed, "SUM_ATOMS": not transposed, "PRECISION": precision, **blocks})
+    build(tk._axis_param_grad_kernel, dtype, {"PRECISION": precision, **blocks})
+print("compiled")
+"""
+
+
+def test_kernels_compile_for_a_cuda_gpu():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
