@@ -143,7 +143,7 @@ def test_realistic_shape_on_gpu(dtype, steered):
 @pytest.mark.skipif(not tk.INTERPRET, reason="bfloat16 is refused only in the interpreter")
 def test_bfloat16_refused_in_interpreter():
     v, mu, sigma, amp = make_inputs(1, 1, (2, 3), 4, 1, False, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="v must be float32"):
+    with pytest.raises(ValueError, match="v must be float32 for the Triton backend in the interpreter"):
         ops.ssog(v, mu, sigma, amp, (2, 3), backend="triton")
 
 
@@ -162,7 +162,7 @@ def build(fn, dtype, consts):
 
 blocks = {"BLOCK_O": 64, "BLOCK_K": 32, "BLOCK_D": 64}
 build(tk._axis_lse_kernel, "fp32", {"BLOCK_O": 64, "BLOCK_K": 32})
-for dtype, precision in (("fp32", "ieee"), ("bf16", "tf32")):
+for dtype, precision in (("fp32", "ieee"), ("bf16", "tf32"), ("fp16", "tf32")):
     for transposed in (False, True):
         build(tk._axis_apply_kernel, dtype,
               {"TRANSPOSED": transposed, "SUM_ATOMS": not transposed, "PRECISION": precision, **blocks})

@@ -430,11 +430,13 @@ class SSoGFunction(torch.autograd.Function):
 def ssog_triton(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
     """SSoG through the Triton kernels; shapes as in `ssog_lab.ops.ssog` (validated there).
 
-    v float32 or bfloat16 (bfloat16 on GPU only); weights and accumulation in float32, Z and Y in v's dtype.
+    v float32, or on GPU also bfloat16 (and float16, which autocast produces on GPUs without bfloat16); weights
+    and accumulation in float32, Z and Y in v's dtype.
     """
-    if v.dtype not in (torch.float32, torch.bfloat16) or (INTERPRET and v.dtype != torch.float32):
-        raise ValueError(f"v must be float32{'' if INTERPRET else ' or bfloat16'} for the Triton backend, "
-                         f"got {v.dtype}")
+    allowed = (torch.float32,) if INTERPRET else (torch.float32, torch.bfloat16, torch.float16)
+    if v.dtype not in allowed:
+        raise ValueError(f"v must be {' or '.join(str(t).removeprefix('torch.') for t in allowed)} for the Triton "
+                         f"backend{' in the interpreter' if INTERPRET else ''}, got {v.dtype}")
     return SSoGFunction.apply(v, mu, sigma, amp, tuple(grid))
 
 
