@@ -214,3 +214,34 @@ def test_timing_widget_measures_each_operator():
     assert all(t > 0 for t in lf.figure.data[-1].y) and "N = 64" in lf.readout.value
     big = viz.operator_timings(4, dense_max_tokens=8)
     assert np.isnan(big["SSoG via the N×N kernel"]) and big["SSoG separable"] > 0
+
+
+# --- 00: start here -----------------------------------------------------------------------------------
+
+
+def test_environment_report_names_versions_and_triton():
+    report = viz.environment_report()
+    assert report["torch"] == torch.__version__
+    assert report["CUDA GPU"] == (torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+    assert report["Triton interpreter on the CPU"].startswith("yes" if ops.triton_available("cpu") else "no")
+    table = viz.environment_table(report)
+    assert list(table.data[0].cells.values[0]) == list(report)
+
+
+def test_attention_row_is_the_softmax_of_scaled_scores():
+    tokens = torch.randn(10, 4, dtype=torch.float64)
+    row = viz.attention_row(tokens, query=3, scale=2.0)
+    scores = (2 * tokens[3]) @ (2 * tokens).T / 2.0  # q·k / √d with d = 4
+    torch.testing.assert_close(row, torch.softmax(scores, dim=0))
+
+
+def test_ssog_vs_attention_widget_follows_the_query():
+    lf = viz.ssog_vs_attention_widget("astronaut", size=32, patch=4)  # an 8×8 token grid
+    before, text = trace_data(lf), lf.readout.value
+    lf.update(row=1, col=6)
+    assert changed(before, trace_data(lf)) and "(1, 6)" in lf.readout.value and text != lf.readout.value
+    ssog_row, attention = np.asarray(lf.figure.data[1].z), np.asarray(lf.figure.data[2].z)
+    assert ssog_row.shape == attention.shape == (8, 8)
+    assert attention.sum() == pytest.approx(1.0, abs=1e-5) and ssog_row.sum() == pytest.approx(1.0, abs=1e-5)
+    tokens, grid = viz.patch_tokens(viz.photo_grid("astronaut", 32), 4)
+    assert tokens.shape == (64, 16) and grid == (8, 8)

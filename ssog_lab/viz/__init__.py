@@ -45,6 +45,7 @@ from .depth import (
     solver_widget,
     trajectory_widget,
 )
+from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
 from .learned import (
     atoms_widget,
     layer_atoms,
@@ -81,6 +82,7 @@ __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_
             "image_row", "photo_grid", "check_choices"]
 __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
             "operator_timings", "separability_check", "time_ms", "timing_widget"]
+__all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
