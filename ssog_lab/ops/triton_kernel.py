@@ -66,6 +66,7 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -397,6 +398,7 @@ class SSoGFunction(torch.autograd.Function):
         return y.view(b, heads, n, d)
 
     @staticmethod
+    @once_differentiable  # the backward kernels are not themselves differentiable
     def backward(ctx, dy: Tensor):
         v6, z, p_col, p_row, lse_col, lse_row, mu, sigma, amp = ctx.saved_tensors
         b, heads, height, width, atoms, d = z.shape
