@@ -310,3 +310,58 @@ def test_receptive_field_widget_is_a_row_of_the_dense_kernel():
     fixed = ops.dense_kernel(base[0][1:2], base[1][1:2], base[2][1:2], (4, 4))[0]
     np.testing.assert_allclose(np.asarray(lf.figure.data[2].z), fixed[11].reshape(4, 4).numpy(), atol=1e-6)
     assert "query (2, 3)" in lf.readout.value and f"{float(fixed[11].sum()):.3f} unsteered" in lf.readout.value
+
+
+# --- 08: scaling ---------------------------------------------------------------------------------------
+
+
+def bench_rows():
+    """Rows shaped like `bench.run`'s: throughput ∝ 1/N² for attention, 1/N^1.5 for SSoG; one failure."""
+    rows = []
+    for setting in ("discrete", "ode"):
+        for resolution in (256, 512, 1024):
+            n = (resolution // 16) ** 2
+            for mixer, speed, memory in (("sdpa", 1e7 / n**2, 100.0), ("sdpa-math", 0.8e7 / n**2, 0.01 * n),
+                                         ("ssog", 1e6 / n**1.5, 0.004 * n)):
+                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution,
+                                 images_per_s=speed, peak_mb=memory, status="ok", device="cpu"))
+    rows.append(dict(setting="ode", mixer="axial", mode="infer", resolution=1024, images_per_s=None, peak_mb=None,
+                     status="oom", device="cpu"))
+    return rows
+
+
+def test_scaling_widget_draws_measurements_ratios_and_claims():
+    from ssog_lab import bench
+
+    rows = bench_rows()
+    lf = viz.scaling_widget({"synthetic": rows, "empty": []})
+    assert list(lf.controls["source"].options) == ["synthetic"]  # empty sources are left out
+    assert lf.controls["setting"].value == "ode" and lf.controls["view"].value.startswith("throughput vs")
+    ssog = lf.figure.data[list(bench.MIXERS).index("ssog")]
+    expected = {r["resolution"]: r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
+                if r["setting"] == "ode" and r["mixer"] == "ssog"}
+    assert ssog.x == (256, 512, 1024) and ssog.y == pytest.approx([expected[x] for x in ssog.x])
+    assert ssog.y[2] == pytest.approx(2 * ssog.y[1])  # √N doubles with the resolution
+    stars = lf.figure.data[-2]
+    assert stars.x == (1024,) and stars.y == pytest.approx([2.54])
+    assert "measured at 1024²" in lf.readout.value and "ssog 6.40×" in lf.readout.value
+    before = trace_data(lf.figure)
+    lf.update(view="peak memory vs sdpa-math (×)")
+    assert changed(before, trace_data(lf.figure))
+    assert ssog.y == pytest.approx([0.4] * 3) and lf.figure.data[-2].y == pytest.approx([0.40])
+    lf.update(setting="discrete", view="throughput (images/s)")
+    assert lf.figure.data[-2].x == () and lf.figure.data[-1].x == ()  # no claims or parity line on raw views
+    assert lf.figure.layout.yaxis.type == "log"
+    assert ssog.y == pytest.approx([r["images_per_s"] for r in rows if r["setting"] == "discrete"
+                                    and r["mixer"] == "ssog"])
+    assert "over +30% throughput" in lf.readout.value
+    with pytest.raises(ValueError, match="sources"):
+        viz.scaling_widget({"failed only": rows[-1:]})
+
+
+def test_claims_markdown_lists_the_largest_compared_resolution():
+    text = viz.claims_markdown({"synthetic": bench_rows()})
+    lines = text.splitlines()
+    assert len(lines) == 4  # header, rule, discrete and ode rows of ssog (looped was not measured)
+    assert "| synthetic | ode | 1024² | ssog | 6.40× | 0.40× | ODE: up to +154% throughput" in text
+    assert "no SSoG measurement" in viz.claim_summary(bench_rows(), "looped")

@@ -46,6 +46,19 @@ from .depth import (
     trajectory_widget,
 )
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
+from .kernel import (
+    KERNEL_PARTS,
+    gpu_timing_figure,
+    gpu_timings,
+    interpreter_check,
+    interpreter_widget,
+    kernel_source,
+    lse_step,
+    random_atoms,
+    roofline_table,
+    show_source,
+    speed_ratio,
+)
 from .learned import (
     atoms_widget,
     layer_atoms,
@@ -67,6 +80,7 @@ from .lipschitz import (
     ssog_norm_widget,
     two_atom_head,
 )
+from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, scaling_widget
 from .training import (
     TrainingMonitor,
     digits_figure,
@@ -83,6 +97,8 @@ __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_
 __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
             "operator_timings", "separability_check", "time_ms", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
+__all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_check", "interpreter_widget",
+            "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]
 __all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
@@ -91,3 +107,4 @@ __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_resul
             "results_widget"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
+__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]
