@@ -1,6 +1,8 @@
 """Widgets of notebooks 00–04: each builds, `update(...)` changes the figure's data and readout, and the
 exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -245,3 +247,60 @@ def test_ssog_vs_attention_widget_follows_the_query():
     assert attention.sum() == pytest.approx(1.0, abs=1e-5) and ssog_row.sum() == pytest.approx(1.0, abs=1e-5)
     tokens, grid = viz.patch_tokens(viz.photo_grid("astronaut", 32), 4)
     assert tokens.shape == (64, 16) and grid == (8, 8)
+
+
+# --- 04: the Triton kernel (CPU interpreter without CUDA; conftest sets TRITON_INTERPRET=1) ----------------
+
+
+@pytest.mark.triton
+def test_kernel_sources_are_the_module_code():
+    from ssog_lab.ops import triton_kernel
+
+    module_text = Path(triton_kernel.__file__).read_text()
+    for name in viz.KERNEL_PARTS:
+        source = viz.kernel_source(name)
+        assert (f"def {name}(" in source or f"class {name}" in source) and source in module_text
+    with pytest.raises(ValueError, match="name"):
+        viz.kernel_source("no_such_kernel")
+
+
+@pytest.mark.triton
+def test_lse_step_and_interpreter_check_agree_with_the_reference():
+    assert all(error < 1e-5 for error in viz.lse_step(grid=(2, 4), atoms=2).values())
+    for steered in (False, True):
+        result = viz.interpreter_check(grid=(2, 3), heads=1, atoms=2, d=2, steered=steered)
+        assert result.pop("seconds (triton forward + backward)") > 0
+        assert all(error < 1e-4 for error in result.values()), result
+
+
+@pytest.mark.triton
+def test_interpreter_widget_matches_the_reference_and_updates():
+    lf = viz.interpreter_widget(side=4)
+    before = trace_data(lf)
+    lf.update(mu_col=2.0, steered=True)
+    assert changed(before, trace_data(lf)) and "steered" in lf.readout.value
+    fast, reference, difference = (np.asarray(trace.z) for trace in lf.figure.data)
+    np.testing.assert_allclose(fast, reference, atol=1e-5)
+    assert difference.max() < 1e-5
+
+
+def test_roofline_table_and_speed_ratio():
+    table = viz.roofline_table(sides=(16,))
+    assert list(table.data[0].cells.values[0]) == ["16×16", "16×16"]
+    rows = [{"side": 8, "backend": "triton", "forward_ms": 2.0}, {"side": 8, "backend": "torch", "forward_ms": 5.0}]
+    assert viz.speed_ratio(rows) == {8: 2.5}
+
+
+def test_gpu_timings_refuse_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: test_gpu_timings_measure_both_backends covers it")
+    with pytest.raises(ValueError, match="CUDA"):
+        viz.gpu_timings()
+
+
+@pytest.mark.gpu
+def test_gpu_timings_measure_both_backends():
+    rows = viz.gpu_timings(sides=(8,), batch=1, heads=1, d=16, atoms=2, repeats=3)
+    assert {r["backend"] for r in rows} == {"triton", "torch"}
+    assert all(r["forward_ms"] > 0 and r["forward_backward_ms"] > 0 for r in rows)
+    assert len(viz.gpu_timing_figure(rows).data) == 4
