@@ -41,10 +41,10 @@ def kernel_source(name: str) -> str:
 
 
 def show_source(name: str):
-    """`kernel_source(name)` as syntax-highlighted code for a notebook."""
-    from IPython.display import Code
+    """`kernel_source(name)` as a Markdown code block (JupyterLab highlights it) for a notebook."""
+    from IPython.display import Markdown
 
-    return Code(kernel_source(name), language="python")
+    return Markdown(f"```python\n{kernel_source(name)}\n```")
 
 
 def random_atoms(heads: int, atoms: int, grid: tuple[int, int], batch: int = 1, steered: bool = False,

@@ -23,7 +23,7 @@ _COLOURS = {"SDPA (dense attention)": "#d62728", "axial attention": "#ff7f0e", "
 
 def _slider(kind, value, low, high, step, description, width="300px"):
     return kind(value=value, min=low, max=high, step=step, description=description, continuous_update=False,
-                layout=widgets.Layout(width=width), style={"description_width": "90px"})
+                layout=widgets.Layout(width=width), style={"description_width": "110px"})
 
 
 def two_atom_head(sigma: float, mu_col: float, amp2: float) -> tuple[Tensor, Tensor, Tensor]:
