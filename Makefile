@@ -38,5 +38,9 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium not installed and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
 
+## make checkpoints: retrain the shipped nano steered-SSoG checkpoint on the embedded digits (minutes on a CPU)
+checkpoints: $(STAMP)
+	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --dataset mnist5k --augment --epochs 8 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --seed 0 --log-every 20 --no-progress --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
+
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
