@@ -181,8 +181,8 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
                 text=[f"{name}, token ({token // width}, {token % width}), t = {float(t):g}" for t in times]))
     figure.add_trace(go.Scatter(mode="markers", name="start (t = 0)", marker={"symbol": "circle-open", "size": 13,
                                                                                "color": "black"}))
-    figure.update_layout(height=520, width=760, margin={"t": 50},
-                         title="token states through depth (markers: after each layer / at integer t)")
+    figure.update_layout(height=520, width=760, margin={"t": 80},
+                         title="token states through depth (markers: after each layer, or at integer t)")
 
     def redraw(fig: go.FigureWidget, tokens: int, forms: tuple[str, ...], axes: str) -> str:
         a, b = pairs[axes]

@@ -208,9 +208,9 @@ def receptive_field_widget(model, images: Tensor, query: tuple[int, int] | None 
     figure.add_trace(_image_trace(images[0, 0], patch), row=1, col=1)
     for col in (2, 3):  # one colour axis for both rows, so equal colours mean equal weights
         figure.add_trace(heatmap(np.zeros(grid), coloraxis="coloraxis"), row=1, col=col)
-    for col in (1, 2, 3):
-        figure.add_trace(go.Scatter(mode="markers", marker={"symbol": "x", "size": 12, "color": "black"}),
-                         row=1, col=col)
+    for col in (1, 2, 3):  # gold with a black rim: visible on the black background and on the kernel
+        figure.add_trace(go.Scatter(mode="markers", marker={"symbol": "x", "size": 13, "color": "gold",
+                                                            "line": {"color": "black", "width": 1}}), row=1, col=col)
     figure.update_layout(height=380, width=1050, margin={"t": 40}, showlegend=False,
                          coloraxis={"colorscale": "RdBu_r", "cmid": 0.0, "colorbar": {"title": "K"}})
     image_axes(figure)

@@ -22,6 +22,13 @@ from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
+# Mixers keep one colour across the notebooks' charts (the same as ssog_lab.bench.figure's).
+_MIXER_COLOURS = {"sdpa": "#1f77b4", "sdpa-math": "#aec7e8", "axial": "#ff7f0e", "ssog": "#2ca02c",
+                  "ssog-steered": "#d62728"}
+
+
+def _colour(name: str, index: int) -> str:
+    return _MIXER_COLOURS.get(name, _COLOURS[index % len(_COLOURS)])
 # (panel row, record kind, record key, trace label suffix, dash, marker) for each trace a run draws.
 _SERIES = (
     (1, "step", "loss", "batch loss", "solid", False),
@@ -48,7 +55,7 @@ class TrainingMonitor:
                                horizontal_spacing=0.1)
         self._trace = {}
         for r, run in enumerate(self.runs):
-            colour = _COLOURS[r % len(_COLOURS)]
+            colour = _colour(run, r)
             for col, kind, key, label, dash, markers in _SERIES:
                 self._trace[(run, kind, key)] = len(figure.data)
                 figure.add_trace(go.Scatter(x=[], y=[], name=f"{run}: {label}", legendgroup=run,
@@ -140,7 +147,7 @@ def prediction_widget(models: dict[str, nn.Module], dataset, index: int = 0) -> 
     figure = make_subplots(rows=1, cols=2, column_widths=[0.3, 0.7], subplot_titles=("input", "p(class | image)"))
     figure.add_trace(heatmap(np.zeros((2, 2)), showscale=False), row=1, col=1)
     for m, name in enumerate(models):
-        figure.add_trace(go.Bar(x=classes, name=name, marker_color=_COLOURS[m % len(_COLOURS)]), row=1, col=2)
+        figure.add_trace(go.Bar(x=classes, name=name, marker_color=_colour(name, m)), row=1, col=2)
     figure.update_yaxes(range=[0, 1], row=1, col=2)
     figure.update_layout(height=360, width=860, barmode="group", margin={"t": 40})
     image_axes(figure, subplots=[1])
@@ -187,7 +194,7 @@ def results_widget(records: list[dict], metrics: tuple[str, ...] = ("test_accura
         "metric": widgets.Dropdown(options=list(metrics), value=metrics[0], description="metric"),
     }
     mixers = list(dict.fromkeys(r["mixer"] for r in records))
-    figure = go.Figure([go.Bar(name=mixer, marker_color=_COLOURS[i % len(_COLOURS)], textposition="outside")
+    figure = go.Figure([go.Bar(name=mixer, marker_color=_colour(mixer, i), textposition="outside")
                         for i, mixer in enumerate(mixers)])
     figure.update_layout(barmode="group", height=430, width=860, margin={"t": 50}, xaxis_title="depth")
 
