@@ -19,6 +19,9 @@ from torch import Tensor
 # for the crossover measurement behind the number).
 DENSE_MAX_TOKENS = 64
 
+# Below this many weights, axis_weights normalizes with explicit ops instead of torch.softmax.
+_SMALL_SOFTMAX = 2**17
+
 
 def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> Tensor:
     """Normalized 1-D Gaussian weights g(i → j; μ, σ) for j = 0 … length−1.
@@ -30,7 +33,13 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     j = torch.arange(length, device=mu.device, dtype=mu.dtype)  # (L,)
     centre = (query_pos + mu).unsqueeze(-1)  # (*S, 1)
     coefficient = (-0.5 / sigma**2).unsqueeze(-1)  # (*S, 1): −1/(2σ²), so the (*S, L) work is sub, square, mul
-    return torch.softmax((j - centre).square() * coefficient, dim=-1)
+    logits = (j - centre).square() * coefficient  # (*S, L)
+    if logits.numel() >= _SMALL_SOFTMAX:
+        return torch.softmax(logits, dim=-1)
+    # torch.softmax has a fixed cost of ~0.3 ms per call on CPU, several times the work on a small grid
+    # (measured: (24, 4, 14, 14) in 370 µs against 66 µs for these three ops); same maths, max subtracted.
+    weights = (logits - logits.amax(dim=-1, keepdim=True)).exp()
+    return weights / weights.sum(dim=-1, keepdim=True)
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
