@@ -182,3 +182,11 @@ def test_triton_backend_refused_where_it_cannot_run(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="backend='triton' cannot run"):
         ops.ssog(**_good(), backend="triton")
+
+
+def test_check_values_false_still_checks_shapes():
+    kwargs = _good() | dict(sigma=torch.zeros(2, 3, 2))
+    assert torch.isfinite(ops.ssog(**(kwargs | dict(sigma=torch.ones(2, 3, 2))), check_values=False)).all()
+    ops.ssog(**kwargs, check_values=False)  # σ = 0 is not looked at …
+    with pytest.raises(ValueError, match="amp must have shape"):  # … but shapes still are
+        ops.ssog(**(kwargs | dict(amp=torch.ones(2, 4))), check_values=False)

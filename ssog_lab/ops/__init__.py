@@ -30,8 +30,9 @@ def _check_grid(grid, n: int | None) -> tuple[int, int]:
     return height, width
 
 
-def _check_params(mu: Tensor, sigma: Tensor, amp: Tensor, v: Tensor | None, n: int | None) -> bool:
-    """Validate shapes and values; return True for steered (per-token) parameters."""
+def _check_params(mu: Tensor, sigma: Tensor, amp: Tensor, v: Tensor | None, n: int | None,
+                  check_values: bool = True) -> bool:
+    """Validate shapes and (unless check_values=False) values; return True for steered parameters."""
     for name, t in (("mu", mu), ("sigma", sigma), ("amp", amp)):
         if not isinstance(t, Tensor) or not t.is_floating_point():
             raise ValueError(f"{name} must be a floating-point tensor, got {type(t).__name__}"
@@ -52,6 +53,8 @@ def _check_params(mu: Tensor, sigma: Tensor, amp: Tensor, v: Tensor | None, n: i
         heads = mu.shape[1] if steered else mu.shape[0]
         if heads != v.shape[1]:
             raise ValueError(f"mu has {heads} heads but v {tuple(v.shape)} has {v.shape[1]}")
+    if not check_values:
+        return steered
     with torch.no_grad():
         if not bool(torch.isfinite(sigma).all()) or not bool((sigma > 0).all()):
             raise ValueError(f"sigma must be finite and > 0 (min {sigma.min().item():.3g})")
@@ -76,12 +79,16 @@ def triton_available(device: torch.device | str = "cuda") -> bool:
 
 
 def ssog(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
-         backend: str = "auto") -> Tensor:
+         backend: str = "auto", *, check_values: bool = True) -> Tensor:
     """Apply SSoG to values `v` (B, heads, N, d) on an H×W token grid (N = H·W, row-major).
 
     backend: "torch" (reference), "triton" (fused kernel; CUDA, or CPU under TRITON_INTERPRET=1),
     "auto" (triton for CUDA tensors when importable, else torch). Returns (B, heads, N, d),
     differentiable in v, mu, sigma and amp.
+
+    check_values=False skips the σ > 0 / finiteness checks (shapes are always checked): they read tensor
+    values, which costs a device synchronization on a GPU. Callers whose σ is positive by construction
+    (SSoGMixer's σ = exp(log σ)) pass False.
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
@@ -89,7 +96,7 @@ def ssog(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int
         raise ValueError("v must be a floating-point tensor of shape (B, heads, N, d), got "
                          + (f"shape {tuple(v.shape)}" if isinstance(v, Tensor) else type(v).__name__))
     grid = _check_grid(grid, v.shape[2])
-    _check_params(mu, sigma, amp, v, v.shape[2])
+    _check_params(mu, sigma, amp, v, v.shape[2], check_values)
     if backend == "auto":
         backend = "triton" if v.is_cuda and triton_available(v.device) else "torch"
     if backend == "triton":
