@@ -179,7 +179,8 @@ class ViT(nn.Module):
         pos = self.pos_embed
         if grid != tuple(pos.shape[2:]):
             pos = F.interpolate(pos, size=grid, mode="bilinear", align_corners=False)  # (1, C, H/p, W/p)
-        return (x + pos).flatten(2).transpose(1, 2), grid  # (B, N, C)
+        # contiguous: every LayerNorm downstream would otherwise copy the transposed view.
+        return (x + pos).flatten(2).transpose(1, 2).contiguous(), grid  # (B, N, C)
 
     def states(self, images: Tensor, times: Tensor | None = None) -> Tensor:
         """Token states along depth: (S, B, N, C). Discrete/looped: S = L + 1 (input and after each layer);
