@@ -1,4 +1,4 @@
-"""The notebooks in a real browser: Debian's Chromium, driven by Playwright, opens each notebook in JupyterLab,
+"""The notebooks in a real browser: Debian's Chromium, driven by Playwright, opens a notebook in JupyterLab,
 runs all its cells, and moves the first widget's slider; the plotly figure next to it must redraw.
 
 This is the one test that sees what a learner sees: widget and plotly front-ends loaded, the kernel
@@ -8,6 +8,7 @@ whose path is printed (shown by pytest for failing tests, or with `-s`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Two notebooks whose first widget is a slider over a plotly figure. All nine take ~4.5 min on this 2-core
+# machine when idle (15–40 s each to open and run), about twice that when it is busy: too long for `make test`,
+# which runs every notebook through nbmake anyway.
 NOTEBOOKS = ["01_gaussian_atoms", "03_lipschitz_and_picard_lindelof"]
 RUN_ALL_TIMEOUT_S = 240  # one notebook in fast mode on a busy 2-core machine
 
@@ -50,6 +54,13 @@ def lab_api(base: str, token: str, path: str, method: str = "GET"):
     with urllib.request.urlopen(request, timeout=10) as response:
         body = response.read()
     return json.loads(body) if body else None
+
+
+def shut_down(base: str, token: str, kind: str) -> None:
+    """Delete every item of `kind` ("sessions" or "kernels") on the server; nothing to do if it is gone."""
+    with contextlib.suppress(OSError):
+        for item in lab_api(base, token, kind):
+            lab_api(base, token, f"{kind}/{item['id']}", method="DELETE")
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +96,6 @@ def lab(tmp_path_factory):
     port, token = free_port(), os.urandom(16).hex()
     env = {**os.environ, "SSOG_LAB_FAST": "1", "JUPYTER_CONFIG_DIR": str(home / "config"),
            "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime")}
-    env.pop("DISPLAY", None)
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ServerApp.root_dir={notebooks}",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={token}"]
@@ -108,11 +118,7 @@ def lab(tmp_path_factory):
                 time.sleep(0.5)
         yield base, token, log_path
     finally:
-        try:
-            for kernel in lab_api(base, token, "kernels"):
-                lab_api(base, token, f"kernels/{kernel['id']}", method="DELETE")
-        except OSError:
-            pass  # the server is already gone: its kernels went with it
+        shut_down(base, token, "kernels")
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
@@ -261,5 +267,4 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
         page.screenshot(path=path)
         print(f"{name}: {path}")
         page.close()
-        for session in lab_api(base, token, "sessions"):  # free the kernel's CPU and memory for the next one
-            lab_api(base, token, f"sessions/{session['id']}", method="DELETE")
+        shut_down(base, token, "sessions")  # and their kernels: free the CPU and memory for the next notebook
