@@ -20,7 +20,6 @@ import platform
 import shlex
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ssog_lab import ops
+from ssog_lab.bench import cuda_time_ms
 from ssog_lab.ops import triton_kernel as tk
 from ssog_lab.ops.reference import ssog_reference
 
@@ -77,24 +77,6 @@ def check_case(batch, heads, grid, d, atoms, steered, dtype_name) -> dict:
     return {"grid": f"{grid[0]}x{grid[1]}", "heads": heads, "kind": "steered" if steered else "fixed",
             "dtype": dtype_name, **{k: f"{e:.2e}" for k, e in errors.items()}, "worst": worst,
             "ok": worst <= TOLERANCE[dtype_name]}
-
-
-def cuda_time_ms(fn, min_repeats: int = 10, min_seconds: float = 0.2) -> float:
-    """Median milliseconds of fn() on the GPU (CUDA events), after two warm-up calls."""
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times, start_wall = [], time.perf_counter()
-    while len(times) < min_repeats or time.perf_counter() - start_wall < min_seconds:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-        if len(times) >= 200:
-            break
-    return statistics.median(times)
 
 
 def timed_pair(fn, inputs: list[torch.Tensor], dy: torch.Tensor) -> tuple[float, float]:

@@ -401,6 +401,25 @@ def results_markdown(rows: list[dict]) -> str:
 
 # ----------------------------------------------------------------------------- the operator alone
 
+def cuda_time_ms(fn, min_repeats: int = 10, min_seconds: float = 0.2, warmup: int = 2) -> float:
+    """Median milliseconds of fn() on the GPU, timed with CUDA events, after `warmup` calls; repeats until
+    both min_repeats calls and min_seconds have passed (at most 200 calls)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times, start_wall = [], time.perf_counter()
+    while len(times) < 200 and (len(times) < min_repeats or time.perf_counter() - start_wall < min_seconds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def _median_ms(fn, repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()

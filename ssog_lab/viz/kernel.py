@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ops
+from ..bench import cuda_time_ms
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes, photo_grid
 
@@ -169,27 +170,15 @@ def gpu_timings(sides: tuple[int, ...] = (16, 32, 64), batch: int = 8, heads: in
             run = lambda b=backend: ops.ssog(v, mu, sigma, amp, grid, backend=b)
             step = lambda r=run: r().float().square().mean().backward()
             rows.append({"side": side, "tokens": n, "backend": backend,
-                         "forward_ms": _cuda_ms(lambda r=run: r().sum(), repeats, no_grad=True),
-                         "forward_backward_ms": _cuda_ms(step, repeats, no_grad=False),
+                         "forward_ms": _forward_ms(run, repeats),
+                         "forward_backward_ms": cuda_time_ms(step, min_repeats=repeats, min_seconds=0),
                          "batch": batch, "heads": heads, "d": d, "atoms": atoms, "dtype": str(dtype)})
     return rows
 
 
-def _cuda_ms(fn, repeats: int, no_grad: bool) -> float:
-    with torch.no_grad() if no_grad else torch.enable_grad():
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+def _forward_ms(run, repeats: int) -> float:
+    with torch.no_grad():
+        return cuda_time_ms(run, min_repeats=repeats, min_seconds=0)
 
 
 def gpu_timing_figure(rows: list[dict]) -> go.Figure:
