@@ -18,6 +18,10 @@ from torch import Tensor
 # Grids with at most this many tokens use the dense kernel (see docs/results/operator_cpu.md
 # for the crossover measurement behind the number).
 DENSE_MAX_TOKENS = 64
+# Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
+# smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
+# 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
+DENSE_MAX_TOKENS_STEERED = 25
 
 # axis_weights normalizes with explicit ops instead of torch.softmax below this many weights, or for axes
 # this short (torch.softmax's CPU kernel is slow on short rows: 8-long rows, 131k of them, forward and
@@ -116,12 +120,13 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
                    dense: bool | None = None) -> Tensor:
     """SSoG in PyTorch. Shapes as in `ssog_lab.ops.ssog` (validated there).
 
-    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size.
+    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size
+    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters).
     """
     height, width = grid
     b, heads, n, d = v.shape
     if dense is None:
-        dense = n <= DENSE_MAX_TOKENS
+        dense = n <= (DENSE_MAX_TOKENS if mu.dim() == 3 else DENSE_MAX_TOKENS_STEERED)
     if dense:
         kernel = dense_kernel_reference(mu, sigma, amp, grid).to(v.dtype)  # (heads | B·heads, N, N)
         return kernel @ v  # (B, heads, N, d)
