@@ -99,6 +99,16 @@ def _shifted_logit(src, mode, centre, inv_two_var):
 
 
 @triton.jit
+def _gaussian(p_at, ok, pos, L):
+    """Load one atom's (μ, σ) at the pointers p_at for query positions pos: returns the centre i + μ, the
+    nearest grid position j* (_mode), 1/(2σ²) and σ, each (BLOCK,)."""
+    mu = tl.load(p_at + MU, mask=ok, other=0.0)
+    sigma = tl.load(p_at + SIGMA, mask=ok, other=1.0)
+    centre = pos.to(tl.float32) + mu
+    return centre, _mode(centre, L), 0.5 / (sigma * sigma), sigma
+
+
+@triton.jit
 def _axis_lse_kernel(p_ptr, lse_ptr, heads, L, M,
                      p_sb, p_sh, p_sline, p_spos, p_satom,
                      l_sb, l_sh, l_sline, l_spos, l_satom,
@@ -116,11 +126,7 @@ def _axis_lse_kernel(p_ptr, lse_ptr, heads, L, M,
     i_ok = i < L
     for m in range(M):
         p_at = p_ptr + i.to(tl.int64) * p_spos + m * p_satom  # (BLOCK_O,) pointers to (μ, σ, α)
-        mu = tl.load(p_at + MU, mask=i_ok, other=0.0)
-        sigma = tl.load(p_at + SIGMA, mask=i_ok, other=1.0)
-        centre = i.to(tl.float32) + mu
-        mode = _mode(centre, L)
-        inv_two_var = 0.5 / (sigma * sigma)
+        centre, mode, inv_two_var, sigma = _gaussian(p_at, i_ok, i, L)
         run_sum = tl.zeros((BLOCK_O,), tl.float32)
         for k0 in range(0, L, BLOCK_K):
             j = k0 + tl.arange(0, BLOCK_K)  # (BLOCK_K,) source positions
@@ -167,13 +173,9 @@ def _axis_apply_kernel(x_ptr, out_ptr, p_ptr, lse_ptr, heads, L, M, D,
             else:  # or the program's own
                 q, q_ok = o, o_ok
             p_at = p_ptr + q.to(tl.int64) * p_spos + m * p_satom
-            mu = tl.load(p_at + MU, mask=q_ok, other=0.0)
-            sigma = tl.load(p_at + SIGMA, mask=q_ok, other=1.0)
+            centre, mode, inv_two_var, sigma = _gaussian(p_at, q_ok, q, L)
             amp = tl.load(p_at + AMP, mask=q_ok, other=0.0)
             lse = tl.load(lse_ptr + q.to(tl.int64) * l_spos + m * l_satom, mask=q_ok, other=0.0)
-            centre = q.to(tl.float32) + mu
-            mode = _mode(centre, L)
-            inv_two_var = 0.5 / (sigma * sigma)
             if TRANSPOSED:  # tile[o, k] = W[i = k, j = o]
                 lam, _ = _shifted_logit(o[:, None].to(tl.float32), mode[None, :], centre[None, :],
                                         inv_two_var[None, :])  # (BLOCK_O, BLOCK_K)
@@ -229,13 +231,9 @@ def _axis_param_grad_kernel(dout_ptr, x_ptr, p_ptr, lse_ptr, grad_ptr, heads, L,
     i_ok = i < L
     for m in range(M):
         p_at = p_ptr + i.to(tl.int64) * p_spos + m * p_satom
-        mu = tl.load(p_at + MU, mask=i_ok, other=0.0)
-        sigma = tl.load(p_at + SIGMA, mask=i_ok, other=1.0)
+        centre, mode, inv_two_var, sigma = _gaussian(p_at, i_ok, i, L)
         amp = tl.load(p_at + AMP, mask=i_ok, other=0.0)
         lse = tl.load(lse_ptr + i.to(tl.int64) * l_spos + m * l_satom, mask=i_ok, other=0.0)
-        centre = i.to(tl.float32) + mu
-        mode = _mode(centre, L)
-        inv_two_var = 0.5 / (sigma * sigma)
         dout_at = dout_ptr + i.to(tl.int64) * d_spos + m * d_satom  # (BLOCK_O,)
         s_wg = tl.zeros((BLOCK_O,), tl.float32)  # S
         s_wgu = tl.zeros((BLOCK_O,), tl.float32)  # A
