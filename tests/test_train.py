@@ -72,7 +72,7 @@ def test_interrupted_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         f.truncate(f.tell() // 2)  # half the file is on disk when the process "dies"
         raise KeyboardInterrupt("simulated crash during torch.save")
 
-    monkeypatch.setattr(train.torch, "save", crash_midway)
+    monkeypatch.setattr(torch, "save", crash_midway)
     with pytest.raises(KeyboardInterrupt):
         train.fit(model, small_digits(24, False), None, recipe(max_steps=2), out_dir=tmp_path, resume=True)
     assert path.read_bytes() == before

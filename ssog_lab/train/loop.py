@@ -49,8 +49,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from . import data as datasets
-from .models import DEPTHS, MIXERS, PRESETS, ViT, ViTConfig, build_model
+from .. import data as datasets
+from ..models import DEPTHS, MIXERS, PRESETS, ViT, ViTConfig, build_model
 
 __all__ = ["TrainConfig", "fit", "evaluate", "load_model", "save_weights", "read_checkpoint", "atomic_save",
            "CheckpointError", "main", "LOG_COLUMNS"]
