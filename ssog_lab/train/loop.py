@@ -70,8 +70,8 @@ def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, sch
     if path is None:
         return
     if not all(bool(torch.isfinite(p).all()) for p in module.parameters()):  # equal on every rank under DDP
-        raise DivergedError(f"training diverged at step {state.step}: the weights are not finite; the last "
-                            f"good checkpoint {path} is kept")
+        raise DivergedError(f"training diverged at step {state.step}: the weights are not finite, so they are "
+                            f"not saved (an earlier {path.name} in {path.parent} is kept); lower the learning rate")
     rngs = rt.gather_rng()
     sums = rt.reduce(torch.cat([state.epoch_sums, state.window]))  # (6,) all ranks' partial sums
     if rt.rank == 0:

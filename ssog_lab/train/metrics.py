@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from torch import Tensor
+
 from .checkpoint import TrainState
 from .optim import Plan
 from .runtime import Runtime
@@ -93,8 +95,8 @@ class Logger:
     def end_batches(self) -> None:
         self.batches_bar.close()
 
-    def epoch(self, state: TrainState, train, evaluated, split: str, lr: float) -> None:
-        """The epoch record: `train` and `evaluated` are (summed loss, correct, seen) or None."""
+    def epoch(self, state: TrainState, train: Tensor, evaluated: Tensor | None, split: str, lr: float) -> None:
+        """The epoch record: `train` and `evaluated` (None: no evaluation set) are (summed loss, correct, seen)."""
         self._record(state, {"kind": "epoch", "epoch": state.epoch, "step": state.step,
                              "train_loss": float(train[0] / train[2]), "train_accuracy": float(train[1] / train[2]),
                              "test_loss": None if evaluated is None else float(evaluated[0] / evaluated[2]),
