@@ -21,7 +21,7 @@ from ..models import DEPTHS, MIXERS, PRESETS, build_model, count_parameters
 from . import folder, loop
 from .checkpoint import save_weights
 from .config import PRECISION_CHOICES, TrainConfig
-from .runtime import choose_device, world
+from .runtime import autocast_for, choose_device, world
 
 # Per TrainConfig field: help text, and extra argparse keywords where the generated flag needs them.
 HELP = {
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.preset not in PRESETS:
         raise ValueError(f"--preset must be one of {tuple(PRESETS)}, got {args.preset!r}")
     config = _config(args)  # every check before any file is touched or any data is read
-    choose_device(config.device)
+    autocast_for(choose_device(config.device), config.precision)  # a device this machine has, and its precision
     out = Path(args.out or f"runs/{args.preset}-{args.depth}-{args.mixer}-{args.dataset}-s{args.seed}")
     folder.check_run_folder(out, args.resume, args.overwrite)
     if args.export:

@@ -21,6 +21,7 @@ the run; never after a non-finite loss, so the last checkpoint of a diverging ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def train_step(net: nn.Module, module: nn.Module, optimizer, scaler, images: Ten
         logits = net(images)  # (b, classes)
         loss = F.cross_entropy(logits.float(), labels, label_smoothing=config.label_smoothing)
     value = loss.item()
-    if rt.any(not torch.isfinite(torch.tensor(value))):
+    if rt.any(not math.isfinite(value)):
         raise DivergedError(f"training diverged at step {step + 1}: the loss is not finite (here {value}); "
                             "lower the learning rate")
     optimizer.zero_grad(set_to_none=True)
