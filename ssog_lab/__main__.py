@@ -6,7 +6,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "train": ("ssog_lab.train", "train a model (any preset, depth, mixer, data set)"),
+    "train": ("ssog_lab.train.cli", "train a model (any preset, depth, mixer, data set)"),
     "bench": ("ssog_lab.bench", "throughput and peak memory against resolution, mixers side by side"),
     "params": ("ssog_lab.models", "parameter table: presets × mixers, saving against SDPA"),
 }
