@@ -173,7 +173,7 @@ def _token_major(y: Tensor) -> Tensor:
 
 def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
     """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are built once per call and
-    shared by the batch). v and the parameters are in the compute dtype.
+    shared by the batch; fixed parameters on CUDA take this path too). v and the parameters are in the compute dtype.
 
     The values of one head are laid out as a matrix with the row index r' first and everything else
     (b, d, c') behind it, so that the row stage is a single left multiplication for all atoms at once,
@@ -189,10 +189,11 @@ def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tu
     g_col_t = g_col.transpose(-1, -2)  # (heads, M, W', W): G_colᵀ, the right factor
     x = v.reshape(b, heads, height, width, d).permute(1, 2, 0, 4, 3)  # (heads, H, B, d, W)
     x = x.reshape(heads, height, b * d * width)  # (heads, H, B·d·W), a copy
-    # Row stage, all atoms in one GEMM per head: Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
+    # row_stage (stage 2; fixed parameters let the stages commute), all atoms in one GEMM per head:
+    # Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
     z = torch.bmm(g_row.reshape(heads, atoms * height, height), x)  # (heads, M·H, B·d·W)
     z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
-    # Column stage, summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
+    # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
     y = torch.bmm(z[:, 0], g_col_t[:, 0])  # (heads, H·B·d, W)
     for m in range(1, atoms):
         y.baddbmm_(z[:, m], g_col_t[:, m])  # in place: an out-of-place sum would copy y once per atom
