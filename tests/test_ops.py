@@ -192,6 +192,12 @@ def test_no_subnormal_weights_intermediates_or_gradients(dtype, steered, dense):
         torch.testing.assert_close(y.detach(), expected, rtol=1e-10, atol=1e-12)
 
 
+def test_dense_kernel_with_a_tiny_amplitude_has_no_subnormal_entries():
+    """α = 1e-30 times two kept weights (each ≥ 2^-56) falls below float32's smallest normal: flushed to 0."""
+    k = ops.dense_kernel(torch.zeros(1, 1, 2), torch.full((1, 1, 2), 0.8), torch.full((1, 1), 1e-30), (6, 6))
+    assert _subnormal(k) == 0 and bool((k == 0).any()) and bool((k > 0).any())
+
+
 @pytest.mark.parametrize("steered", [False, True])
 def test_gradcheck_at_tiny_and_huge_sigma_and_far_centres(steered):
     grid = (3, 4)

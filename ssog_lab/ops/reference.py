@@ -134,13 +134,20 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
     if mu.dim() == 3:
         g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)
         kernel = torch.einsum("hm,hmry,hmcx->hrcyx", amp, g_row, g_col)  # (heads, H, W, H, W)
-        return kernel.reshape(mu.shape[0], n, n)
+        return _flush(kernel.reshape(mu.shape[0], n, n))
     g_row, g_col = _steered_axis_weights(mu, sigma, grid)
     amp = amp.reshape(*amp.shape[:2], height, width, -1)  # (B, heads, H, W, M)
     # g_row[b, h, c, r, m, r'] belongs to the output token (r, c); g_col[b, h, r', c, m, c'] to the
     # intermediate token (r', c).
     kernel = torch.einsum("bhrcm,bhcrmy,bhycmx->bhrcyx", amp, g_row, g_col)  # (B, heads, H, W, H, W)
-    return kernel.reshape(*mu.shape[:2], n, n)
+    return _flush(kernel.reshape(*mu.shape[:2], n, n))
+
+
+def _flush(kernel: Tensor) -> Tensor:
+    """Entries of K below the dtype's smallest normal float set to 0. A product of two kept weights is ≥ 2^-112
+    (float32), a normal float, but a small amplitude (|α| < 2^-14) could still make it subnormal; the entries
+    dropped are < 2^-126 absolute, against weights that sum to 1."""
+    return kernel.masked_fill(kernel.abs() < torch.finfo(kernel.dtype).tiny, 0.0)
 
 
 def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
