@@ -54,8 +54,10 @@ class SSoGMixer(nn.Module):
 
     Per head h and atom m: offsets mu (row, col), widths sigma = exp(log_sigma), amplitude amp.
     Initialization spreads the atoms over scales: widths grow geometrically from 0.5 to 4 tokens
-    across atoms, offsets are spread uniformly over ±`init_spread` tokens (more heads = more distinct
-    filters at no extra mixing cost), amplitudes start at 1/M.
+    across atoms, offsets are spread uniformly over ±`init_spread` tokens, amplitudes start at 1/M. For fixed
+    atoms more heads are more distinct filters at no extra mixing cost ("heads are nearly free"); that holds
+    for fixed atoms only: a steered head evaluates M·(H+W) Gaussian weights per token, so the steered cost
+    grows with the head count (ViTConfig's defaults and docs/DESIGN.md §1 give the measurements).
 
     steered=True adds a light steering head that maps each token to per-atom adjustments
     (Δμ_row, Δμ_col, Δlog σ_row, Δlog σ_col, Δα). It is low-rank — `steer_down` (C → steer_rank, default

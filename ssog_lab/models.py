@@ -2,7 +2,7 @@
 
     build_model("nano", depth="ode", mixer="ssog", in_chans=1, num_classes=10)(images) -> logits
 
-Residual branch (one form for all three depths, the *parallel* pre-norm form of DESIGN.md §2):
+Residual branch (one form for all three depths, the *parallel* pre-norm form of docs/DESIGN.md §2):
 
     f(x) = mixer(LN(x)) + MLP(LN(x))
 
@@ -41,15 +41,32 @@ ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
 ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
 
 
+def _default_ssog_heads(dim: int, mixer: str) -> int:
+    """ssog: dim // 8 (heads are nearly free for fixed atoms); ssog-steered: max(2, dim // 48) (each steered
+    head costs per-token weight work); measurements in ViTConfig's docstring. Other mixers: dim // 8, unused."""
+    return max(2, dim // 48) if mixer == "ssog-steered" else max(1, dim // 8)
+
+
 @dataclass
 class ViTConfig:
     """Everything that defines a model. Sizes are in pixels (image_size, patch_size) or features (dim).
 
     heads      attention heads (sdpa, sdpa-math, axial).
-    ssog_heads SSoG heads (ssog, ssog-steered); None resolves to dim // 8 (nano 8, tiny 24, small 48, base 96).
-               A fixed SSoG head costs atoms × 5 parameters and nothing in mixing time (DESIGN.md §1), and a
-               CPU probe there found 16 spread heads far better than 2, so SSoG gets many more heads than
-               attention. Each steered head also adds atoms × 5 outputs to the steering head: docs/results/params.md.
+    ssog_heads SSoG heads; None resolves per variant (see _default_ssog_heads):
+               ssog          dim // 8  (nano 8, tiny 24, small 48, base 96). A fixed SSoG head costs atoms × 5
+                             parameters and nothing in mixing time (docs/DESIGN.md §1), and a CPU probe there found
+                             16 spread heads far better than 2, so fixed SSoG gets many more heads than attention.
+               ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
+                             for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
+                             weight work grows with the head count while the contraction does not. One mixer,
+                             C = 192, M = 4, batch 1, one thread, forward, ms (SDPA with 3 heads alongside):
+                             64×64: SDPA 433, 24 heads 1173, 6 heads 178, 4 heads 88, 3 heads 79 (fixed, 24: 60);
+                             14×14: SDPA 1.1, 24 heads 4.9, 6 heads 1.6, 4 heads 0.9, 3 heads 1.0 (fixed: 1.1).
+                             4 heads is the most that stays ahead of SDPA at 14×14; accuracy against the head
+                             count is measured in docs/results/. Each steered head also adds atoms × 5 outputs to
+                             the steering head: docs/results/params.md.
+    atoms      Gaussians per head, 4 for both variants (2 atoms cut the steered mixer at 64×64 from 79 to 57 ms
+               with 3 heads: a smaller lever than the head count, left to the accuracy sweep).
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
@@ -82,7 +99,7 @@ class ViTConfig:
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
         if self.ssog_heads is None:
-            self.ssog_heads = max(1, self.dim // 8)
+            self.ssog_heads = _default_ssog_heads(self.dim, self.mixer)
         for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "layers", "heads",
                      "ssog_heads", "atoms"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -262,11 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(MIXERS))
     parser.add_argument("--depth", nargs="+", default=["discrete"], choices=list(DEPTHS))
     parser.add_argument("--num-classes", type=int, default=ViTConfig.num_classes)
-    parser.add_argument("--ssog-heads", type=int, default=None, help="SSoG heads (default: dim // 8)")
+    parser.add_argument("--ssog-heads", type=int, default=None,
+                        help="SSoG heads (default: dim // 8 fixed, max(2, dim // 48) steered)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     overrides = dict(num_classes=args.num_classes, ssog_heads=args.ssog_heads)
     rows = [r for d in args.depth for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, **overrides)]
-    heads = "dim // 8" if args.ssog_heads is None else args.ssog_heads
+    heads = "dim // 8 fixed, max(2, dim // 48) steered" if args.ssog_heads is None else args.ssog_heads
     print(f"Parameters, num_classes={args.num_classes}, ssog_heads={heads} (torch {torch.__version__}, "
           f"{datetime.date.today().isoformat()})\n")
     print(markdown_table(rows))

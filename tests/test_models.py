@@ -141,3 +141,13 @@ def test_params_command_prints_markdown(capsys):
     assert models.main(["--presets", "nano", "--mixers", "sdpa", "ssog"]) == 0
     out = capsys.readouterr().out
     assert "| nano | discrete | ssog |" in out and "saving vs sdpa" in out
+
+
+def test_default_ssog_heads_per_variant():
+    """Fixed SSoG: dim // 8 heads (nearly free); steered: max(2, dim // 48) (per-token weight work per head)."""
+    from ssog_lab.models import ViTConfig
+
+    assert ViTConfig(dim=192, mixer="ssog").ssog_heads == 24
+    assert ViTConfig(dim=192, mixer="ssog-steered").ssog_heads == 4
+    assert ViTConfig(dim=64, mixer="ssog-steered").ssog_heads == 2
+    assert ViTConfig(dim=64, mixer="ssog-steered", ssog_heads=8).ssog_heads == 8

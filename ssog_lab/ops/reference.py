@@ -1,4 +1,4 @@
-"""PyTorch reference of the SSoG operator (DESIGN.md §1).
+"""PyTorch reference of the SSoG operator (docs/DESIGN.md §1).
 
 Two ways to evaluate the same map, chosen per call:
 
@@ -6,13 +6,18 @@ Two ways to evaluate the same map, chosen per call:
 * **dense**: build the N×N kernel once and do one matmul — faster for small grids, where the
   kernel is tiny and a single large GEMM beats several thin ones.
 
-Both are exact evaluations of DESIGN.md's formulas; tests check them against a brute-force
-kernel built cell by cell.
+Stage 1 = column mixing: G_col along each row (c → c'), parameters [..., 1]; stage 2 = row mixing: G_row and α
+along each column (r → r'), parameters [..., 0]. Weights, the stage-1 intermediate and the atom sum are kept
+in float32 for half-precision inputs (as in the Triton kernel); the output is cast once. Both paths are exact
+evaluations of docs/DESIGN.md's formulas; tests check them against a brute-force kernel built cell by cell.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 # Grids with at most this many tokens use the dense kernel (see docs/results/operator_cpu.md
@@ -23,34 +28,56 @@ DENSE_MAX_TOKENS = 64
 # 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
 DENSE_MAX_TOKENS_STEERED = 25
 
-# axis_weights normalizes with explicit ops instead of torch.softmax below this many weights, or for axes
-# this short (torch.softmax's CPU kernel is slow on short rows: 8-long rows, 131k of them, forward and
-# backward in 29 ms against 14 ms explicitly; 64-long rows favour torch.softmax 4×).
-_SMALL_SOFTMAX = 2**17
-_SHORT_AXIS = 16
-
+# The tails of every Gaussian are cut to exact zeros, never left as subnormal floats (which slow CPU matrix
+# products many-fold on some processors, forward and backward). The unnormalized weight e_j = exp(λ_j), with
+# λ_j = ℓ_j − max ℓ ≤ 0 the logit relative to its maximum, is set to exactly 0 where λ_j·log2(e) is below the
+# cutoff of the compute dtype (half types compute in float32), by filling −inf before the exponential (so
+# autograd gives exact zeros too). The smallest kept e_j is 2^-50 (float32), and a kept weight e_j / Σe ≥
+# 2^-50 / L is a normal float. Error: each dropped weight is < 2^-50 relative to the largest, so one Gaussian's
+# weights change by at most L·2^-50 in total (L = 64: 2^-44), far below float32's rounding of 2^-24 (float64:
+# L·2^-100 against 2^-53). The Triton kernel uses the same convention.
+TAIL_LOG2_CUTOFF = {torch.float32: -50.0, torch.float64: -100.0}
+# σ below this floor gives the same weights as σ → 0 in that dtype (one-hot on the nearest grid point, 50/50 at
+# an exact tie): every other logit is then far below the cutoff, as |λ| ≥ (half an ulp of the centre)/σ² ≫ 100.
+# The floor keeps 1/σ² and its derivative 2/σ³ finite, so a tiny σ gives neither inf nor NaN, forward or backward.
+_SIGMA_FLOOR = {torch.float32: 1e-12, torch.float64: 1e-100}
+_LOG2E = 1.0 / math.log(2.0)
 
 def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> Tensor:
     """Normalized 1-D Gaussian weights g(i → j; μ, σ) for j = 0 … length−1.
 
     query_pos, mu, sigma broadcast together to a shape S (positions and widths in token units).
-    Returns (*S, length): a softmax over j of the logit −(j − i − μ)² / (2σ²), computed in log
-    space so that a centre far off the axis or a tiny σ still yields finite weights summing to 1.
+    Returns (*S, length) in the compute dtype (float32 for half types): a softmax over j of the logit
+    ℓ_j = −(j − i − μ)² / (2σ²), with tails below TAIL_LOG2_CUTOFF exactly zero.
+
+    The logits are taken relative to the nearest grid point j* (clamped to the axis), where ℓ is largest, as
+    the Triton kernel does: λ_j = ℓ_j − ℓ_j* = −u (t* + u/2) / σ² with u = j − j*, t* = j* − i − μ. This
+    never subtracts two huge squares, so a centre far off the axis (|μ| ≥ 3e7 in float32) or a tiny σ still
+    gives the exact limit (one-hot at the nearest clamped grid point), and λ_j* = 0 needs no running max.
     """
-    j = torch.arange(length, device=mu.device, dtype=mu.dtype)  # (L,)
-    centre = (query_pos + mu).unsqueeze(-1)  # (*S, 1)
-    coefficient = (-0.5 / sigma**2).unsqueeze(-1)  # (*S, 1): −1/(2σ²), so the (*S, L) work is sub, square, mul
-    logits = (j - centre).square() * coefficient  # (*S, L)
-    if logits.numel() >= _SMALL_SOFTMAX and length > _SHORT_AXIS:
-        return torch.softmax(logits, dim=-1)
-    # torch.softmax has a fixed cost of ~0.3 ms per call on CPU, several times the work on a small grid
-    # (measured: (24, 4, 14, 14) in 370 µs against 66 µs for these three ops); same maths, max subtracted.
-    weights = (logits - logits.amax(dim=-1, keepdim=True)).exp()
-    return weights / weights.sum(dim=-1, keepdim=True)
+    work = _compute_dtype(mu.dtype)
+    centre = query_pos.to(work) + mu.to(work)  # (*S): i + μ
+    mode = centre.round().clamp(0, length - 1)  # (*S): j*, no gradient (piecewise constant)
+    offset = (mode - centre).unsqueeze(-1)  # (*S, 1): t*
+    # (*S, 1): −log2(e)/σ², so that λ·log2(e) comes out directly and exp2 needs no extra pass.
+    scale = sigma.to(work).clamp_min(_SIGMA_FLOOR[work]).square().reciprocal().mul(-_LOG2E).unsqueeze(-1)
+    u = torch.arange(length, device=mu.device, dtype=work) - mode.unsqueeze(-1)  # (*S, L): j − j*
+    half = torch.add(offset, u, alpha=0.5)  # (*S, L): t* + u/2
+    # λ·log2(e) = (u·scale)·(t* + u/2) ≤ 0: both factors stay finite for any finite μ and σ, so even where the
+    # product overflows to −inf the backward pass meets no inf·0. F.threshold keeps λ·log2(e) ≥ cutoff (its
+    # threshold is the float just below it) and puts −inf elsewhere, in one pass.
+    below = torch.nextafter(torch.tensor(TAIL_LOG2_CUTOFF[work]), torch.tensor(-math.inf)).item()
+    if torch.is_grad_enabled() and (mu.requires_grad or sigma.requires_grad or query_pos.requires_grad):
+        weights = F.threshold((u * scale) * half, below, -math.inf).exp2()  # (*S, L)
+        return weights / weights.sum(dim=-1, keepdim=True)
+    # Without autograd the same steps run in place on u, 2-3× faster on the steered (B, heads, W, H, M, H)
+    # weights (no allocation, one buffer in cache); the maximum is known (λ = 0 at j*), so no max pass.
+    weights = F.threshold_(u.mul_(scale).mul_(half), below, -math.inf).exp2_()  # (*S, L)
+    return weights.div_(weights.sum(dim=-1, keepdim=True))
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Weights are computed in float32 for half types (their exponent range is too narrow)."""
+    """Weights and sums are computed in float32 for half types (their range and precision are too narrow)."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
@@ -94,11 +121,11 @@ def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> t
 
 
 def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """The N×N kernel K with Y = K V. Fixed: (heads, N, N); steered: (B, heads, N, N).
+    """The N×N kernel K with Y = K V, in the compute dtype. Fixed: (heads, N, N); steered: (B, heads, N, N).
 
     K[(r,c), (r',c')] = Σ_m α_m g(r → r'; μ_row,m, σ_row,m) g(c → c'; μ_col,m, σ_col,m), where in the
     steered form α and the row Gaussian use the parameters of the output token (r, c) and the column
-    Gaussian those of the intermediate token (r', c) (the two axial stages of DESIGN.md §1).
+    Gaussian those of the intermediate token (r', c) (the two axial stages of docs/DESIGN.md §1).
     """
     height, width = grid
     n = height * width
@@ -107,13 +134,20 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
     if mu.dim() == 3:
         g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)
         kernel = torch.einsum("hm,hmry,hmcx->hrcyx", amp, g_row, g_col)  # (heads, H, W, H, W)
-        return kernel.reshape(mu.shape[0], n, n)
+        return _flush(kernel.reshape(mu.shape[0], n, n))
     g_row, g_col = _steered_axis_weights(mu, sigma, grid)
     amp = amp.reshape(*amp.shape[:2], height, width, -1)  # (B, heads, H, W, M)
     # g_row[b, h, c, r, m, r'] belongs to the output token (r, c); g_col[b, h, r', c, m, c'] to the
     # intermediate token (r', c).
     kernel = torch.einsum("bhrcm,bhcrmy,bhycmx->bhrcyx", amp, g_row, g_col)  # (B, heads, H, W, H, W)
-    return kernel.reshape(*mu.shape[:2], n, n)
+    return _flush(kernel.reshape(*mu.shape[:2], n, n))
+
+
+def _flush(kernel: Tensor) -> Tensor:
+    """Entries of K below the dtype's smallest normal float set to 0. A product of two kept weights is ≥ 2^-112
+    (float32), a normal float, but a small amplitude (|α| < 2^-14) could still make it subnormal; the entries
+    dropped are < 2^-126 absolute, against weights that sum to 1."""
+    return kernel.masked_fill(kernel.abs() < torch.finfo(kernel.dtype).tiny, 0.0)
 
 
 def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
@@ -121,21 +155,20 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
     """SSoG in PyTorch. Shapes as in `ssog_lab.ops.ssog` (validated there).
 
     dense: True forces the N×N-kernel path, False the separable one, None picks by grid size
-    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters).
+    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters). Half-precision v is
+    mixed in float32 and the result cast back once.
     """
-    height, width = grid
     b, heads, n, d = v.shape
     if dense is None:
         dense = n <= (DENSE_MAX_TOKENS if mu.dim() == 3 else DENSE_MAX_TOKENS_STEERED)
+    work = _compute_dtype(v.dtype)
+    x = v.to(work)
     if dense:
-        kernel = dense_kernel_reference(mu, sigma, amp, grid).to(v.dtype)  # (heads | B·heads, N, N)
-        return kernel @ v  # (B, heads, N, d)
-
-    work = _compute_dtype(mu.dtype)
-    mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
-    if mu.dim() == 3:
-        return _fixed_separable(v, mu, sigma, amp, grid)
-    return _steered_separable(v, mu, sigma, amp, grid)
+        y = dense_kernel_reference(mu, sigma, amp, grid).to(work) @ x  # (B, heads, N, d)
+    else:
+        mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
+        y = (_fixed_separable if mu.dim() == 3 else _steered_separable)(x, mu, sigma, amp, grid)
+    return y.to(v.dtype)
 
 
 def _token_major(y: Tensor) -> Tensor:
@@ -146,25 +179,28 @@ def _token_major(y: Tensor) -> Tensor:
 
 
 def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are shared by the batch).
+    """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are built once per call and
+    shared by the batch; fixed parameters on CUDA take this path too). v and the parameters are in the compute dtype.
 
     The values of one head are laid out as a matrix with the row index r' first and everything else
     (b, d, c') behind it, so that the row stage is a single left multiplication for all atoms at once,
     and its result, read per atom as rows (r, b, d) × columns c', feeds the column stage as a right
-    multiplication; the atom sum accumulates in place. Only the input and the output are permuted.
+    multiplication; the atom sum accumulates in place. The order of the two stages does not matter for
+    fixed parameters (G_row ⊗ G_col); only the input and the output are permuted.
     """
     height, width = grid
     b, heads, n, d = v.shape
     atoms = mu.shape[1]
     g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
-    g_row = (amp[..., None, None] * g_row).to(v.dtype)  # fold α into the row stage
-    g_col_t = g_col.transpose(-1, -2).to(v.dtype)  # (heads, M, W', W): G_colᵀ, the right factor
+    g_row = amp[..., None, None] * g_row  # fold α into the row stage
+    g_col_t = g_col.transpose(-1, -2)  # (heads, M, W', W): G_colᵀ, the right factor
     x = v.reshape(b, heads, height, width, d).permute(1, 2, 0, 4, 3)  # (heads, H, B, d, W)
     x = x.reshape(heads, height, b * d * width)  # (heads, H, B·d·W), a copy
-    # Row stage, all atoms in one GEMM per head: Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
+    # row_stage (stage 2; fixed parameters let the stages commute), all atoms in one GEMM per head:
+    # Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
     z = torch.bmm(g_row.reshape(heads, atoms * height, height), x)  # (heads, M·H, B·d·W)
     z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
-    # Column stage, summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
+    # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
     y = torch.bmm(z[:, 0], g_col_t[:, 0])  # (heads, H·B·d, W)
     for m in range(1, atoms):
         y.baddbmm_(z[:, m], g_col_t[:, m])  # in place: an out-of-place sum would copy y once per atom
@@ -173,20 +209,21 @@ def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tu
 
 
 def _steered_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Steered SSoG as two batched matmuls over per-token weights (DESIGN.md §1, stages 1 and 2)."""
+    """Steered SSoG as two batched matmuls over per-token weights (docs/DESIGN.md §1): col_stage (stage 1,
+    columns mix along each row), then row_stage (stage 2, rows mix along each column, with α).
+    v and the parameters are in the compute dtype."""
     height, width = grid
     b, heads, n, d = v.shape
     atoms = mu.shape[-2]
     g_row, g_col = _steered_axis_weights(mu, sigma, grid)  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
     amp = amp.reshape(b, heads, height, width, atoms).transpose(2, 3).contiguous()  # (B, heads, W, H, M)
-    g_row = (amp[..., None] * g_row).to(v.dtype)  # (B, heads, W, H, M, H), α folded in
-    g_col = g_col.to(v.dtype)
-    # Stage 1, per image row: Z[b,h,r,(c,m)] = Σ_c' G_col[b,h,r,c,m,c'] V[b,h,r,c'].
+    g_row = amp[..., None] * g_row  # (B, heads, W, H, M, H), α folded in
+    # col_stage, per image row: Z[b,h,r,(c,m)] = Σ_c' G_col[b,h,r,c,m,c'] V[b,h,r,c'].
     rows_v = v.reshape(b * heads * height, width, d)  # (B·heads·H, W, d)
     z = torch.bmm(g_col.reshape(b * heads * height, width * atoms, width), rows_v)  # (B·heads·H, W·M, d)
     z = z.view(b, heads, height, width, atoms, d).permute(0, 1, 3, 4, 2, 5)  # (B, heads, W, M, H', d)
     z = z.reshape(b * heads * width, atoms * height, d)  # per image column, rows (m, r'), a copy
-    # Stage 2, per image column: Y[b,h,c,r] = Σ_m Σ_r' α G_row[b,h,c,r,m,r'] Z[b,h,c,(m,r')].
+    # row_stage, per image column: Y[b,h,c,r] = Σ_m Σ_r' α G_row[b,h,c,r,m,r'] Z[b,h,c,(m,r')].
     y = torch.bmm(g_row.reshape(b * heads * width, height, atoms * height), z)  # (B·heads·W, H, d)
     out = y.view(b, heads, width, height, d).permute(0, 3, 2, 1, 4)  # (B, H, W, heads, d)
     return _token_major(out.contiguous())
