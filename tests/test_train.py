@@ -185,6 +185,57 @@ def test_two_process_gloo_run_equals_one_process_on_the_whole_batch(tmp_path, au
                                                                      "metrics.jsonl", "summary.json"]
 
 
+GRADIENT_WORKER = """
+import sys
+import torch
+import torch.distributed as dist
+sys.path.insert(0, sys.argv[1])
+from test_train import recipe, small_digits, tiny_model
+from ssog_lab import train
+from ssog_lab.train.loop import train_step
+from ssog_lab.train.runtime import Runtime, epoch_order
+
+if len(sys.argv) > 3:
+    dist.init_process_group("gloo")
+config = recipe(grad_clip=None)
+rt = Runtime.current(config)
+module = tiny_model()
+dataset = small_digits(24, augment=False)
+images, labels = rt.shard(dataset, epoch_order(config.seed, 0, len(dataset)), 0, config.batch_size, config.seed, 0)
+optimizer = torch.optim.SGD(module.parameters(), lr=0.0)  # a step that leaves the weights, so grads can be read
+scaler = torch.amp.GradScaler("cpu", enabled=False)
+sums = train_step(rt.wrap(module), module, optimizer, scaler, images, labels, config, rt, 0)
+sums = rt.reduce(sums)  # a collective: every rank joins
+if rt.rank == 0:
+    torch.save({"grads": {n: p.grad for n, p in module.named_parameters()}, "sums": sums}, sys.argv[2])
+if len(sys.argv) > 3:
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_process_gradient_is_the_mean_over_the_global_batch(tmp_path):
+    # AdamW (and clipping) forget a gradient's scale, so the run-level DDP test cannot see a sum in place of
+    # a mean: here the gradient of one step, before any optimizer, is compared with one process's directly.
+    worker = tmp_path / "worker.py"
+    worker.write_text(GRADIENT_WORKER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    tests = str(Path(__file__).parent)
+    single = subprocess.run([sys.executable, str(worker), tests, str(tmp_path / "one.pt")],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0, single.stderr[-3000:]
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(worker), tests, str(tmp_path / "two.pt"), "ddp"],
+                         env=env, capture_output=True, text=True, timeout=240)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    assert one["sums"][2] == two["sums"][2] == 8  # the whole batch, split over two ranks
+    torch.testing.assert_close(two["sums"], one["sums"], rtol=1e-6, atol=1e-6)
+    assert max(g.abs().max() for g in one["grads"].values()) > 1e-4
+    for name, grad in one["grads"].items():
+        torch.testing.assert_close(two["grads"][name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
 def test_shipped_checkpoint_scores_at_least_95_percent():
     assert SHIPPED.stat().st_size < 5 * 2**20
     model, config = train.load_model(SHIPPED)
