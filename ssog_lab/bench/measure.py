@@ -108,7 +108,7 @@ def _backend_name(config: BenchConfig, model, images) -> str:
     import torch
 
     if config.mixer.startswith("ssog"):
-        from .ops import triton_available
+        from ..ops import triton_available
 
         return "triton" if images.is_cuda and triton_available(images.device) else "torch"
     if config.mixer == "sdpa-math":
@@ -132,8 +132,8 @@ def run_one(config: BenchConfig, fail: bool = False) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from . import __version__
-    from .models import PRESETS, build_model, count_parameters
+    from .. import __version__
+    from ..models import PRESETS, build_model, count_parameters
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -440,7 +440,7 @@ def operator_rows(sizes=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int 
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from .ops.reference import ssog_reference
+    from ..ops.reference import ssog_reference
 
     gen = torch.Generator().manual_seed(0)
     rows = []
