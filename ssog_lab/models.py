@@ -22,10 +22,7 @@ to the grid of the actual input, so a model built at 224² evaluates at 1024² (
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -248,26 +245,10 @@ def parameter_table(presets: tuple[str, ...] = ("tiny", "small", "base"), mixers
     return rows
 
 
-def markdown_table(rows: list[dict]) -> str:
-    lines = ["| preset | depth | mixer | parameters | saving vs sdpa |", "|---|---|---|---:|---:|"]
-    lines += [f"| {r['preset']} | {r['depth']} | {r['mixer']} | {r['params']:,} | {100 * r['saving_vs_sdpa']:.1f}% |"
-              for r in rows]
-    return "\n".join(lines)
+def __getattr__(name: str):
+    """`markdown_table`, the parameter table's markdown, now lives with the `params` command."""
+    if name == "markdown_table":
+        from .bench.params import params_markdown
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ssog_lab params`: print the parameter table as markdown."""
-    parser = argparse.ArgumentParser(prog="python -m ssog_lab params", description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"], choices=list(PRESETS))
-    parser.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(MIXERS))
-    parser.add_argument("--depth", nargs="+", default=["discrete"], choices=list(DEPTHS))
-    parser.add_argument("--num-classes", type=int, default=ViTConfig.num_classes)
-    parser.add_argument("--ssog-heads", type=int, default=None, help="SSoG heads (default: dim // 8)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    overrides = dict(num_classes=args.num_classes, ssog_heads=args.ssog_heads)
-    rows = [r for d in args.depth for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, **overrides)]
-    heads = "dim // 8" if args.ssog_heads is None else args.ssog_heads
-    print(f"Parameters, num_classes={args.num_classes}, ssog_heads={heads} (torch {torch.__version__}, "
-          f"{datetime.date.today().isoformat()})\n")
-    print(markdown_table(rows))
-    return 0
+        return params_markdown
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,10 @@ import os
 import torch
 from torch import Tensor
 
+from .atoms import random_atoms
 from .reference import DENSE_MAX_TOKENS, axis_weights, dense_kernel_reference, ssog_reference
 
-__all__ = ["ssog", "dense_kernel", "axis_weights", "triton_available", "DENSE_MAX_TOKENS"]
+__all__ = ["ssog", "dense_kernel", "axis_weights", "triton_available", "DENSE_MAX_TOKENS", "random_atoms"]
 
 _BACKENDS = ("auto", "torch", "triton")
 
