@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ode
+from ..style import series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
@@ -30,7 +31,6 @@ SOLVERS: dict[str, tuple[str, str]] = {
 }
 STEP_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 TOLERANCES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
 def solve_and_count(func, y0: Tensor, end_time: float, solver: str, steps: int = 8,
@@ -100,7 +100,7 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
     for i, name in enumerate(dict.fromkeys(r["solver"] for r in rows)):
         curve = [r for r in rows if r["solver"] == name]
         figure.add_trace(go.Scatter(x=[r["nfe"] for r in curve], y=[r["error"] for r in curve], mode="lines+markers",
-                                    name=name, line={"color": _COLOURS[i % len(_COLOURS)]}), row=1, col=1)
+                                    name=name, line={"color": series_colour(i)}), row=1, col=1)
     figure.add_trace(go.Scatter(mode="markers", name="current choice",
                                 marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
@@ -176,7 +176,7 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
         for k, token in enumerate(chosen):
             figure.add_trace(go.Scatter(
                 mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
-                line={"color": _COLOURS[f % len(_COLOURS)], "dash": "solid" if f % 2 == 0 else "dot"},
+                line={"color": series_colour(f), "dash": "solid" if f % 2 == 0 else "dot"},
                 marker={"size": marker_size}, hoverinfo="text",
                 text=[f"{name}, token ({token // width}, {token % width}), t = {float(t):g}" for t in times]))
     figure.add_trace(go.Scatter(mode="markers", name="start (t = 0)", marker={"symbol": "circle-open", "size": 13,
@@ -215,7 +215,7 @@ def parameter_widget(rows: list[dict]) -> LiveFigure:
     if not presets:
         raise ValueError("rows must hold at least one row of models.parameter_table")
     controls = {"preset": widgets.Dropdown(options=presets, value=presets[0], description="preset")}
-    figure = go.Figure([go.Bar(name=depth, x=mixers, marker_color=_COLOURS[i], textposition="outside")
+    figure = go.Figure([go.Bar(name=depth, x=mixers, marker_color=series_colour(i), textposition="outside")
                         for i, depth in enumerate(depths)])
     figure.update_layout(barmode="group", height=420, width=820, yaxis_title="parameters", margin={"t": 50},
                          title="parameters per mixer and depth form (label: saving vs sdpa at the same depth)")
