@@ -107,7 +107,8 @@ def results_markdown(rows: list[dict]) -> str:
     """Markdown table of the raw rows: images/s and peak MB per configuration."""
     return markdown_table(rows, {
         "depth": depth_of, "mode": "mode", "resolution": lambda r: f"{r['resolution']}²",
-        "tokens": _if_ok(lambda r: r.get("tokens") or ""), "mixer": "mixer", "backend": _if_ok(lambda r: r["backend"]),
+        "tokens": _if_ok(lambda r: r.get("tokens") or ""), "mixer": "mixer",
+        "backend": _if_ok(lambda r: r.get("backend") or ""),
         "images/s": _if_ok(lambda r: f"{float(r['images_per_s']):.3g}"),
         "peak MB": _if_ok(lambda r: f"{float(r['peak_mb']):.0f}"), "status": "status"}, align="llrrllrrl")
 

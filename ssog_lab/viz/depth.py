@@ -143,6 +143,16 @@ def spread_tokens(grid: tuple[int, int], count: int) -> list[int]:
     return [int(r * width + c) for r in rows for c in cols][:count]
 
 
+def _check_paths(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, int]) -> None:
+    if not paths:
+        raise ValueError("paths must name at least one depth form")
+    n = grid[0] * grid[1]
+    for name, (times, states) in paths.items():
+        if states.dim() != 3 or states.shape[1] != n or len(times) != states.shape[0]:
+            raise ValueError(f"paths[{name!r}] must be (times (S,), states (S, {n}, C)), got "
+                             f"{tuple(times.shape)} and {tuple(states.shape)}")
+
+
 def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, int], max_tokens: int = 9,
                       tokens: int = 4) -> LiveFigure:
     """Token states through depth, projected on their principal axes (one PCA for all depth forms).
@@ -151,13 +161,8 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
     for discrete and looped depth, a fine time grid on [0, T] for the ODE. Controls: how many tokens
     (spread over the grid), which depth forms, which pair of principal axes.
     """
-    if not paths:
-        raise ValueError("paths must name at least one depth form")
-    height, width = grid
-    for name, (times, states) in paths.items():
-        if states.dim() != 3 or states.shape[1] != height * width or len(times) != states.shape[0]:
-            raise ValueError(f"paths[{name!r}] must be (times (S,), states (S, {height * width}, C)), got "
-                             f"{tuple(times.shape)} and {tuple(states.shape)}")
+    _check_paths(paths, grid)
+    width = grid[1]
     chosen = spread_tokens(grid, max_tokens)
     mean, axes, explained = pca_basis(torch.cat([s for _, s in paths.values()]))
     projected = {name: ((s.double() - mean) @ axes) for name, (_, s) in paths.items()}  # (S, N, 3)
