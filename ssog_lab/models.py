@@ -2,7 +2,7 @@
 
     build_model("nano", depth="ode", mixer="ssog", in_chans=1, num_classes=10)(images) -> logits
 
-Residual branch (one form for all three depths, the *parallel* pre-norm form of DESIGN.md §2):
+Residual branch (one form for all three depths, the *parallel* pre-norm form of docs/DESIGN.md):
 
     f(x) = mixer(LN(x)) + MLP(LN(x))
 
@@ -44,7 +44,7 @@ class ViTConfig:
 
     heads      attention heads (sdpa, sdpa-math, axial).
     ssog_heads SSoG heads (ssog, ssog-steered); None resolves to dim // 8 (nano 8, tiny 24, small 48, base 96).
-               A fixed SSoG head costs atoms × 5 parameters and nothing in mixing time (DESIGN.md §1), and a
+               A fixed SSoG head costs atoms × 5 parameters and nothing in mixing time (docs/DESIGN.md), and a
                CPU probe there found 16 spread heads far better than 2, so SSoG gets many more heads than
                attention. Each steered head also adds atoms × 5 outputs to the steering head: docs/results/params.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
@@ -246,9 +246,10 @@ def parameter_table(presets: tuple[str, ...] = ("tiny", "small", "base"), mixers
 
 
 def __getattr__(name: str):
-    """`markdown_table`, the parameter table's markdown, now lives with the `params` command."""
-    if name == "markdown_table":
-        from .bench.params import params_markdown
+    """The old names of the `params` command (`main`) and its table (`markdown_table`), which live in
+    ssog_lab/bench/params.py; imported on first use, so the model code imports no command-line code."""
+    if name in ("main", "markdown_table"):
+        from .bench import params
 
-        return params_markdown
+        return params.main if name == "main" else params.params_markdown
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
