@@ -186,3 +186,10 @@ def test_params_bad_values_exit_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["params", *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_figure_draws_a_mixer_without_a_colour():
+    rows = [dict(depth="discrete", mode="infer", resolution=r, mixer="new-mixer", status="ok", images_per_s=1.0,
+                 peak_mb=2.0, device="cpu") for r in (32, 64)]
+    fig = bench.figure(rows)
+    assert [t.name for t in fig.data] == ["new-mixer (infer)"] * 2 and fig.data[0].line.color
