@@ -30,6 +30,7 @@ VIEWS = {
     "peak memory (MB)": ("peak_mb", "peak memory (MB)", "log"),
     "throughput vs fastest SDPA (×)": ("speed_vs_fastest_sdpa", "throughput ÷ fastest SDPA's", "linear"),
     "peak memory vs sdpa-math (×)": ("memory_vs_sdpa_math", "peak memory ÷ sdpa-math's", "linear"),
+    "peak memory vs sdpa (×)": ("memory_vs_sdpa", "peak memory ÷ sdpa's (PyTorch's fused kernel)", "linear"),
 }
 
 
@@ -79,8 +80,8 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
             points = sorted((int(r["resolution"]), r[key]) for r in rows
                             if r["mixer"] == mixer and r[key] is not None)
             trace.x, trace.y = [p[0] for p in points], [float(p[1]) for p in points]
-        ratio = key in ("speed_vs_fastest_sdpa", "memory_vs_sdpa_math")
-        wanted = "speed" if key == "speed_vs_fastest_sdpa" else "memory"
+        ratio = key.startswith(("speed_vs_", "memory_vs_"))
+        wanted = "speed" if key.startswith("speed_vs_") else "memory"
         shown = [c for c in claims if ratio and depth_of(c) == setting and c.get(wanted) is not None]
         fig.data[-2].x = [c["resolution"] for c in shown]
         fig.data[-2].y = [c[wanted] for c in shown]
@@ -106,9 +107,10 @@ def claim_summary(rows: list[dict], depth: str, mode: str = "infer",
     top = rows[0]["resolution"]
     parts = []
     for row in rows:
-        memory = row["memory_vs_sdpa_math"]
+        baselines = (("memory_vs_sdpa_math", "sdpa-math"), ("memory_vs_sdpa", "sdpa"))
+        memory = [f"{row[key]:.2f}× that of {name}" for key, name in baselines if row[key] is not None]
         parts.append(f"{row['mixer']} {row['speed_vs_fastest_sdpa']:.2f}× the throughput of {row['fastest_sdpa']}"
-                     + (f", {memory:.2f}× the peak memory of sdpa-math" if memory is not None else ""))
+                     + (", peak memory " + " and ".join(memory) if memory else ""))
     return f"<b>measured at {top}²</b>: " + "; ".join(parts) + said
 
 
