@@ -40,7 +40,7 @@ browser:
 
 ## make checkpoints: retrain the shipped nano steered-SSoG checkpoint on the embedded digits (minutes on a CPU)
 checkpoints: $(STAMP)
-	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=8 --dataset mnist5k --augment --epochs 14 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --seed 0 --log-every 20 --no-progress --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
+	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=8 --dataset mnist5k --augment --epochs 14 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --seed 0 --log-every 20 --no-progress --overwrite --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -19,11 +19,13 @@ from pathlib import Path
 import torch
 
 from ssog_lab import train
+from ssog_lab.bench.report import markdown_table
 
 MIXERS = ("sdpa", "ssog", "ssog-steered")
 DEPTHS = {"discrete": [], "looped": [],
           # one RK4 step over [0, T = layers]: 4 evaluations of f, the compute of 4 discrete layers
           "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
+COLUMNS = ("run", "test accuracy % (mean ± std)", "per seed", "parameters", "train s (mean)")
 PROBE = {"heads2-spread0": ["--set", "ssog_heads=2", "--set", "ssog_init_spread=0.0"],
          "heads2-spread2": ["--set", "ssog_heads=2", "--set", "ssog_init_spread=2.0"],
          "heads16-spread0": ["--set", "ssog_heads=16", "--set", "ssog_init_spread=0.0"],
@@ -70,23 +72,24 @@ def report(out: Path) -> str:
     for r in rows:
         groups.setdefault(r["name"].rsplit("/", 1)[0], []).append(r)
 
-    def line(key: str, label: str) -> str:
+    def line(key: str, label: str) -> dict:
         g = groups[key]
         acc = [100 * r["test_accuracy"] for r in g]
         std = statistics.stdev(acc) if len(acc) > 1 else float("nan")
-        seconds = statistics.mean(r["train_seconds"] for r in g)
-        return (f"| {label} | {statistics.mean(acc):.2f} ± {std:.2f} | {', '.join(f'{a:.1f}' for a in acc)} | "
-                f"{g[0]['parameters']:,} | {seconds:.0f} |")
+        return {"run": label, "test accuracy % (mean ± std)": f"{statistics.mean(acc):.2f} ± {std:.2f}",
+                "per seed": ", ".join(f"{a:.1f}" for a in acc), "parameters": f"{g[0]['parameters']:,}",
+                "train s (mean)": f"{statistics.mean(r['train_seconds'] for r in g):.0f}"}
 
-    header = ["| run | test accuracy % (mean ± std) | per seed | parameters | train s (mean) |",
-              "|---|---:|---|---:|---:|"]
+    def table(lines: list[dict]) -> str:
+        return markdown_table(lines, {name: name for name in COLUMNS}, align="lrlrr")
+
     main = [line(f"main/{d}/{m}", f"{d} / {m}") for d in DEPTHS for m in MIXERS if f"main/{d}/{m}" in groups]
     probe = [line(f"probe/{v}", f"ssog {v}") for v in PROBE if f"probe/{v}" in groups]
     default = "main/discrete/ssog"
     if default in groups:
         probe.append(line(default, "ssog default (heads 8, spread 2)"))
-    return "\n".join(["### Mixers × depth forms", "", *header, *main, "", "### Fixed-SSoG heads and init (discrete)",
-                      "", *header, *probe])
+    return "\n".join(["### Mixers × depth forms", "", table(main), "", "### Fixed-SSoG heads and init (discrete)",
+                      "", table(probe)])
 
 
 def main() -> None:

@@ -7,8 +7,8 @@ import sys
 
 COMMANDS = {
     "train": ("ssog_lab.train.cli", "train a model (any preset, depth, mixer, data set)"),
-    "bench": ("ssog_lab.bench", "throughput and peak memory against resolution, mixers side by side"),
-    "params": ("ssog_lab.models", "parameter table: presets × mixers, saving against SDPA"),
+    "bench": ("ssog_lab.bench.cli", "throughput and peak memory against resolution, mixers side by side"),
+    "params": ("ssog_lab.bench.params", "parameter table: presets × mixers, saving against SDPA"),
 }
 
 

@@ -146,7 +146,8 @@ class SDPAMixer(_AttentionBase):
 
 
 class AxialSDPAMixer(_AttentionBase):
-    """Axial attention: each token attends along its row, then the result along its column.
+    """Axial attention in SSoG's two stages (docs/DESIGN.md): stage 1 = column mixing, each token attends
+    along its row (c → c'); stage 2 = row mixing, the result attends along each column (r → r').
 
     Both stages reuse the same queries and keys; the second stage's values are the first stage's
     output, so after two stages every token has seen the whole grid, as in SSoG's two axial stages.
@@ -158,13 +159,13 @@ class AxialSDPAMixer(_AttentionBase):
         q, k, v = self._project(x)  # (B, heads, N, d)
         b, heads, n, d = q.shape
 
-        def rows(t: Tensor) -> Tensor:  # (B, heads, N, d) -> (B, heads·H, W, d)
+        def col_stage(t: Tensor) -> Tensor:  # one sequence per image row: (B, heads, N, d) -> (B, heads·H, W, d)
             return t.reshape(b, heads * height, width, d)
 
-        def cols(t: Tensor) -> Tensor:  # (B, heads, N, d) -> (B, heads·W, H, d)
+        def row_stage(t: Tensor) -> Tensor:  # one sequence per image column: (B, heads, N, d) -> (B, heads·W, H, d)
             return t.reshape(b, heads, height, width, d).transpose(2, 3).reshape(b, heads * width, height, d)
 
-        z = self._attend(rows(q), rows(k), rows(v)).reshape(b, heads, n, d)  # along rows
-        y = self._attend(cols(q), cols(k), cols(z))  # (B, heads·W, H, d), along columns
+        z = self._attend(col_stage(q), col_stage(k), col_stage(v)).reshape(b, heads, n, d)  # stage 1: c → c'
+        y = self._attend(row_stage(q), row_stage(k), row_stage(z))  # (B, heads·W, H, d), stage 2: r → r'
         y = y.reshape(b, heads, width, height, d).transpose(2, 3).reshape(b, heads, n, d)
         return self.proj(_merge_heads(y))  # (B, N, C)

@@ -4,7 +4,7 @@
                               iteration (Lanczos-accelerated) on the map itself and its transpose finds its
                               largest singular value without building the N×N kernel;
 * `ssog_dense_spectral_norm`  the same from the N×N kernel (reference, small grids);
-* `ssog_lipschitz_bound`      the closed-form bound Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ (DESIGN.md §1);
+* `ssog_lipschitz_bound`      the closed-form bound Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ (docs/DESIGN.md);
 * `jacobian_spectral_norm`    ‖∂f/∂x‖₂ at a point for any function (a mixer, a whole residual branch),
                               by the same iteration with forward- and reverse-mode products (torch.func);
 * `ray_sweep`                 that norm along a ray s·x: it grows with s for dense attention, it is constant

@@ -2,7 +2,7 @@
 
     build_model("nano", depth="ode", mixer="ssog", in_chans=1, num_classes=10)(images) -> logits
 
-Residual branch (one form for all three depths, the *parallel* pre-norm form of docs/DESIGN.md §2):
+Residual branch (one form for all three depths, the *parallel* pre-norm form of docs/DESIGN.md):
 
     f(x) = mixer(LN(x)) + MLP(LN(x))
 
@@ -22,10 +22,7 @@ to the grid of the actual input, so a model built at 224² evaluates at 1024² (
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -54,7 +51,7 @@ class ViTConfig:
     heads      attention heads (sdpa, sdpa-math, axial).
     ssog_heads SSoG heads; None resolves per variant (see _default_ssog_heads):
                ssog          dim // 8  (nano 8, tiny 24, small 48, base 96). A fixed SSoG head costs atoms × 5
-                             parameters and nothing in mixing time (docs/DESIGN.md §1), and a CPU probe there found
+                             parameters and nothing in mixing time (docs/DESIGN.md §3), and a CPU probe found
                              16 spread heads far better than 2, so fixed SSoG gets many more heads than attention.
                ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
                              for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
@@ -265,27 +262,11 @@ def parameter_table(presets: tuple[str, ...] = ("tiny", "small", "base"), mixers
     return rows
 
 
-def markdown_table(rows: list[dict]) -> str:
-    lines = ["| preset | depth | mixer | parameters | saving vs sdpa |", "|---|---|---|---:|---:|"]
-    lines += [f"| {r['preset']} | {r['depth']} | {r['mixer']} | {r['params']:,} | {100 * r['saving_vs_sdpa']:.1f}% |"
-              for r in rows]
-    return "\n".join(lines)
+def __getattr__(name: str):
+    """The old names of the `params` command (`main`) and its table (`markdown_table`), which live in
+    ssog_lab/bench/params.py; imported on first use, so the model code imports no command-line code."""
+    if name in ("main", "markdown_table"):
+        from .bench import params
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ssog_lab params`: print the parameter table as markdown."""
-    parser = argparse.ArgumentParser(prog="python -m ssog_lab params", description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"], choices=list(PRESETS))
-    parser.add_argument("--mixers", nargs="+", default=list(MIXERS), choices=list(MIXERS))
-    parser.add_argument("--depth", nargs="+", default=["discrete"], choices=list(DEPTHS))
-    parser.add_argument("--num-classes", type=int, default=ViTConfig.num_classes)
-    parser.add_argument("--ssog-heads", type=int, default=None,
-                        help="SSoG heads (default: dim // 8 fixed, max(2, dim // 48) steered)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    overrides = dict(num_classes=args.num_classes, ssog_heads=args.ssog_heads)
-    rows = [r for d in args.depth for r in parameter_table(tuple(args.presets), tuple(args.mixers), d, **overrides)]
-    heads = "dim // 8 fixed, max(2, dim // 48) steered" if args.ssog_heads is None else args.ssog_heads
-    print(f"Parameters, num_classes={args.num_classes}, ssog_heads={heads} (torch {torch.__version__}, "
-          f"{datetime.date.today().isoformat()})\n")
-    print(markdown_table(rows))
-    return 0
+        return params.main if name == "main" else params.params_markdown
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,8 @@
-"""The benchmark harness on tiny sizes: rows, failures, timeouts, CSV, figure, ratios (no timing asserts)."""
+"""The benchmark harness on tiny sizes: rows, failures, timeouts, CSV, figure, ratios, flags and exit
+codes (no timing asserts)."""
+
+import csv
+import platform
 
 import pytest
 
@@ -11,8 +15,8 @@ def measured(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     common = dict(preset="nano", batch=2, repeats=1, warmup=0, min_seconds=0.0)
     configs = bench.grid(depths=("discrete",), mixers=("sdpa", "ssog"), resolutions=(32,), **common)
-    configs += [bench.BenchConfig(setting="discrete", mixer="ssog", resolution=30, **common),  # 30 % 4 ≠ 0
-                bench.BenchConfig(setting="discrete", mixer="sdpa-math", resolution=32, **common)]
+    configs += [bench.BenchConfig(depth="discrete", mixer="ssog", resolution=30, **common),  # 30 % 4 ≠ 0
+                bench.BenchConfig(setting="discrete", mixer="sdpa-math", resolution=32, **common)]  # old name
     rows = bench.run(configs, out_dir=out, timeout=120, progress=False, fail=(3,))
     return configs, rows, out
 
@@ -25,6 +29,9 @@ def test_one_row_per_configuration_with_positive_figures(measured):
         assert row["images_per_s"] > 0 and row["peak_mb"] > 0 and row["params"] > 0
         assert row["tokens"] == 64 and row["batch"] == 2 and row["device"] and row["torch"]
     assert rows[1]["params"] < rows[0]["params"]  # SSoG drops the Q and K projections
+    for row in rows[:2]:  # where it ran
+        assert row["cpu_model"] and row["threads"] >= 1 and row["flush_denormal"] is False
+        assert all(f.startswith(("avx512", "amx")) for f in row["cpu_flags"].split())
     loaded = bench.load_csv(out / "bench.csv")
     assert len(loaded) == len(configs) and list(loaded[0]) == list(bench.COLUMNS)
     assert loaded[0]["images_per_s"] == pytest.approx(rows[0]["images_per_s"])
@@ -61,12 +68,22 @@ def test_figure_file_and_ratio_table(measured, tmp_path):
 
 
 def test_memory_ratio_against_sdpa_math():
-    rows = [dict(setting="ode", mode="infer", resolution=64, mixer=m, status="ok", images_per_s=s, peak_mb=p)
+    rows = [dict(depth="ode", mode="infer", resolution=64, mixer=m, status="ok", images_per_s=s, peak_mb=p)
             for m, s, p in (("sdpa", 2.0, 50.0), ("sdpa-math", 4.0, 200.0), ("ssog", 10.0, 40.0))]
     ratios = {r["mixer"]: r for r in bench.ratio_table(rows)}
     assert ratios["ssog"]["fastest_sdpa"] == "sdpa-math"
     assert ratios["ssog"]["speed_vs_fastest_sdpa"] == pytest.approx(2.5)
     assert ratios["ssog"]["memory_vs_sdpa_math"] == pytest.approx(0.2)
+    assert ratios["ssog"]["memory_vs_sdpa"] == pytest.approx(0.8)
+    assert "sdpa-math's / of sdpa's" in bench.report.RATIO_LEGEND
+    assert "| ode | 64² | 0.50× / 25% / 100% | 1.00× / 100% / 400% |" in bench.ratio_markdown(rows)
+
+
+def test_ratios_with_a_zero_reference_are_none():
+    rows = [dict(depth="ode", mode="infer", resolution=64, mixer=m, status="ok", images_per_s=s, peak_mb=p)
+            for m, s, p in (("sdpa", 0.0, 0.0), ("ssog", 10.0, 40.0))]
+    ssog = bench.ratio_table(rows)[1]
+    assert ssog["speed_vs_fastest_sdpa"] is None and ssog["memory_vs_sdpa"] is None
 
 
 def test_ode_row_counts_function_evaluations():
@@ -93,3 +110,86 @@ def test_cli_help(capsys):
     for flag in ("--preset", "--depth", "--mixer", "--resolution", "--batch", "--out", "--train", "--repeats",
                  "--warmup", "--timeout", "--ode-steps", "--operator"):
         assert flag in text
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="torch flushes denormals on x86 only")
+def test_flush_denormal_is_set_in_the_measuring_child_only():
+    config = bench.BenchConfig(preset="nano", resolution=16, repeats=1, warmup=0, min_seconds=0.0,
+                               flush_denormal=True)
+    row = bench.run_in_subprocess(config, timeout=120)
+    assert row["status"] == "ok" and row["flush_denormal"] is True
+    assert not bench.measure.denormals_flushed()  # this process is untouched
+
+
+def test_sigkill_is_reported_as_killed_not_oom():
+    row = bench.run_in_subprocess(bench.BenchConfig(preset="nano", resolution=16), timeout=120, fail="kill")
+    assert row["status"] == bench.KILLED == "killed (likely OOM)"
+
+
+def test_old_csv_with_setting_column_loads_as_depth(tmp_path):
+    path = tmp_path / "old.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["setting", "mixer", "mode", "resolution", "images_per_s", "peak_mb", "status"])
+        writer.writerows([["ode", "sdpa", "infer", "64", "2.0", "50", "ok"],
+                          ["ode", "ssog", "infer", "64", "", "", "oom"]])
+    rows = bench.load_csv(path)
+    assert rows[0]["depth"] == "ode" and "setting" not in rows[0] and rows[1]["images_per_s"] is None
+    assert bench.ratio_table(rows)[0]["depth"] == "ode" and "| ode | infer | 64² |" in bench.results_markdown(rows)
+
+
+def test_report_writers(tmp_path):
+    rows = [dict(name="a", value=1.5, extra="x"), dict(name="b", value=None)]
+    twice = lambda r: r["value"] and 2 * r["value"]  # noqa: E731
+    text = bench.markdown_table(rows, {"name": "name", "value": "value", "twice": twice}, align="lrr")
+    assert text.splitlines() == ["| name | value | twice |", "|---|---:|---:|", "| a | 1.5 | 3.0 |", "| b |  |  |"]
+    path = bench.report.write_csv(rows, tmp_path / "sub" / "rows.csv", columns=("name", "value"))
+    assert path.read_text().splitlines() == ["name,value", "a,1.5", "b,"]
+    assert bench.report.write_csv(rows, tmp_path / "all.csv").read_text().splitlines()[0] == "name,value,extra"
+
+
+@pytest.mark.parametrize("field, value", [("batch", 0), ("repeats", 0), ("ode_steps", 0), ("resolution", -1),
+                                          ("depth", "deep"), ("mixer", "none"), ("min_seconds", float("nan"))])
+def test_config_rejects_bad_values_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        bench.BenchConfig(**{field: value})
+
+
+def test_run_rejects_a_non_positive_timeout():
+    with pytest.raises(ValueError, match="timeout"):
+        bench.run([bench.BenchConfig(preset="nano")], timeout=-1, progress=False)
+
+
+@pytest.mark.parametrize("argv", [["--batch", "0"], ["--repeats", "0"], ["--timeout", "-1"], ["--timeout", "0"],
+                                  ["--ode-steps", "0"], ["--operator", "--grid-sizes", "0"], ["--resolution", "nan"],
+                                  ["--min-seconds", "inf"]])
+def test_cli_bad_values_exit_2_with_a_message(argv, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([*argv, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument" in err and "Traceback" not in err
+
+
+def test_cli_exits_1_when_a_configuration_fails(tmp_path, capsys):
+    argv = ["--preset", "nano", "--depth", "discrete", "--mixer", "ssog", "--resolution", "30", "--repeats", "1",
+            "--warmup", "0", "--min-seconds", "0", "--no-progress", "--device", "cpu", "--out", str(tmp_path)]
+    assert bench.main(argv) == 1
+    assert "0 ok, 1 not ok" in capsys.readouterr().out and (tmp_path / "bench.csv").exists()
+
+
+@pytest.mark.parametrize("argv, message", [(["--num-classes", "0"], "--num-classes"),
+                                           (["--ssog-heads", "7", "--presets", "tiny"], "--ssog-heads 7")])
+def test_params_bad_values_exit_2_with_a_message(argv, message, capsys):
+    from ssog_lab.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["params", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_figure_draws_a_mixer_without_a_colour():
+    rows = [dict(depth="discrete", mode="infer", resolution=r, mixer="new-mixer", status="ok", images_per_s=1.0,
+                 peak_mb=2.0, device="cpu") for r in (32, 64)]
+    fig = bench.figure(rows)
+    assert [t.name for t in fig.data] == ["new-mixer (infer)"] * 2 and fig.data[0].line.color

@@ -15,16 +15,11 @@ import os
 import torch
 from torch import Tensor
 
+from .atoms import random_atoms
 from .reference import DENSE_MAX_TOKENS, TAIL_LOG2_CUTOFF, axis_weights, dense_kernel_reference, ssog_reference
 
-__all__ = [
-    "ssog",
-    "dense_kernel",
-    "axis_weights",
-    "triton_available",
-    "DENSE_MAX_TOKENS",
-    "TAIL_LOG2_CUTOFF",
-]
+__all__ = ["ssog", "dense_kernel", "axis_weights", "triton_available", "random_atoms", "DENSE_MAX_TOKENS",
+           "TAIL_LOG2_CUTOFF"]
 
 _BACKENDS = ("auto", "torch", "triton")
 

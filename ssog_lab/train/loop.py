@@ -97,6 +97,17 @@ def start(out_dir: Path | None, resume: bool, overwrite: bool, rt: Runtime) -> f
     return lock
 
 
+def initial_state(path: Path | None, resume: bool, module: nn.Module, optimizer, scheduler, scaler,
+                  config: TrainConfig, rt: Runtime) -> TrainState:
+    """The state resumed from `path`, or (nothing to resume) a fresh one with every RNG seeded (seed + rank)."""
+    state = checkpoint.resume(path, module, optimizer, scheduler, scaler, config, rt.rank, rt.world) \
+        if resume else None
+    if state is None:
+        checkpoint.seed_everything(config.seed + rt.rank)
+        state = TrainState()
+    return state
+
+
 def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: TrainConfig,
         on_log: Callable[[dict], None] | None = None, out_dir: str | Path | None = None,
         resume: bool = False, overwrite: bool = False) -> list[dict]:
@@ -122,11 +133,7 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
     lock = start(out_dir, resume, overwrite, rt)
     try:
         path = out_dir / CHECKPOINT_NAME if out_dir is not None else None
-        state = checkpoint.resume(path, module, optimizer, scheduler, scaler, config, rt.rank, rt.world) \
-            if resume else None
-        if state is None:
-            checkpoint.seed_everything(config.seed + rt.rank)
-            state = TrainState()
+        state = initial_state(path, resume, module, optimizer, scheduler, scaler, config, rt)
         net = rt.wrap(module)
         log = Logger(out_dir, state, on_log, rt, plan, config.epochs, config.progress)
         net.train()

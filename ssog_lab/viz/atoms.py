@@ -8,6 +8,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from .. import ops
+from ..style import series_colour
 from ._base import LiveFigure
 from .common import (
     Check,
@@ -29,7 +30,6 @@ KERNEL_PRESETS: dict[str, tuple[list, list, list]] = {
     "centre–surround (α: +1, −1)": ([(0, 0), (0, 0)], [(1, 1), (3, 3)], [1.0, -1.0]),
 }
 
-_ATOM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 
 
 def _slider(kind, value, low, high, step, description):
@@ -58,7 +58,7 @@ def gaussian_1d_widget(length: int = 32, atoms: tuple[tuple[float, float, float]
                            subplot_titles=("logit −(j − i − μ)² / (2σ²)", "weights α·g(i → j) and their sum"))
     positions = list(range(length))
     for m in range(1, len(atoms) + 1):
-        colour = _ATOM_COLOURS[(m - 1) % len(_ATOM_COLOURS)]
+        colour = series_colour(m - 1)
         figure.add_trace(go.Scatter(x=positions, name=f"logit, atom {m}", line={"color": colour}), row=1, col=1)
         figure.add_trace(go.Bar(x=positions, name=f"α{m}·g, atom {m}", marker_color=colour, opacity=0.55),
                          row=2, col=1)

@@ -4,7 +4,6 @@ formulas against dense attention, and live timings on this machine."""
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import ipywidgets as widgets
@@ -16,11 +15,14 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ops
+from ..bench.timing import cpu_time
 from ..ops.reference import ssog_reference
+from ..style import OPERATOR_COLOURS
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
-_COLOURS = {"SDPA (dense attention)": "#d62728", "SSoG separable": "#1f77b4", "SSoG via the N×N kernel": "#9467bd"}
+_OPERATORS = ("SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel")
+_COLOURS = {name: OPERATOR_COLOURS[name] for name in _OPERATORS}
 
 
 def _slider(kind, value, low, high, step, description, width="300px"):
@@ -50,9 +52,7 @@ def separability_check(grid: tuple[int, int] = (6, 7), atoms: int = 3, d: int = 
     """Random atoms (float64): largest |difference| between `ops.dense_kernel` and the sum of Kronecker
     products, and between the separable and the dense-kernel evaluation of SSoG on random values."""
     generator = torch.Generator().manual_seed(seed)
-    mu = torch.randn(1, atoms, 2, generator=generator, dtype=torch.float64) * 2  # (heads=1, M, 2)
-    sigma = torch.rand(1, atoms, 2, generator=generator, dtype=torch.float64) * 2 + 0.5
-    amp = torch.randn(1, atoms, generator=generator, dtype=torch.float64)
+    mu, sigma, amp = ops.random_atoms(1, atoms, grid, generator=generator, dtype=torch.float64)  # (1, M, 2), (1, M)
     v = torch.randn(2, 1, grid[0] * grid[1], d, generator=generator, dtype=torch.float64)  # (B, heads, N, d)
     dense = ops.dense_kernel(mu, sigma, amp, grid)[0]  # (N, N)
     kron = kronecker_kernel(mu[0], sigma[0], amp[0], grid)
@@ -99,7 +99,8 @@ def flop_counts(side: int, d: int = 64, atoms: int = 4) -> dict[str, dict[str, f
     """Cost of mixing one head of one image on a side×side grid (N = side²), multiply–add = 2 FLOPs.
 
     SDPA: QKᵀ and PV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
-    SSoG separable: stage 1 (columns) 2MNWd + stage 2 (rows) 2MNHd = 2MN(H+W)d; it stores M(H² + W²)
+    SSoG separable: stage 1 (column mixing, G_col) 2MNWd + stage 2 (row mixing, G_row) 2MNHd = 2MN(H+W)d;
+    it stores M(H² + W²)
     Gaussian weights and the M·N·d intermediate. SSoG via the N×N kernel: building K costs about 3MN²
     (product and sum), KV 2N²d, and K itself is N² numbers.
     Returns {method: {"flops": …, "memory": numbers held besides the N·d inputs and outputs}}.
@@ -148,18 +149,9 @@ def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFig
 
 
 def time_ms(fn: Callable[[], object], repeats: int = 5, budget_s: float = 0.3) -> float:
-    """Fastest of up to `repeats` calls in milliseconds after one warm-up call, stopping once `budget_s`
-    has been spent (the minimum is the least disturbed by other work on a shared machine)."""
-    fn()
-    best, spent = math.inf, 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
-        best, spent = min(best, elapsed), spent + elapsed
-        if spent > budget_s:
-            break
-    return 1e3 * best
+    """Best milliseconds of `bench.timing.cpu_time` after one warm-up call: calls until `budget_s` has been
+    timed, at most `repeats` (the best is the least disturbed by other work on a shared machine)."""
+    return cpu_time(fn, warmup=1, repeats=1, min_seconds=budget_s, max_repeats=repeats).best_ms
 
 
 def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, dense_max_tokens: int = 2304,
@@ -169,9 +161,7 @@ def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, den
     generator = torch.Generator().manual_seed(seed)
     n = side * side
     q, k, v = (torch.randn(1, heads, n, d, generator=generator) for _ in range(3))  # (1, heads, N, d)
-    mu = torch.randn(heads, atoms, 2, generator=generator)
-    sigma = torch.rand(heads, atoms, 2, generator=generator) + 0.5
-    amp = torch.randn(heads, atoms, generator=generator)
+    mu, sigma, amp = ops.random_atoms(heads, atoms, (side, side), generator=generator)  # (heads, M, 2), (heads, M)
     with torch.no_grad():
         timings = {"SDPA (dense attention)": time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
                    "SSoG separable": time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}

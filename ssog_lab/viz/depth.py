@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ode
+from ..style import series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
@@ -30,7 +31,6 @@ SOLVERS: dict[str, tuple[str, str]] = {
 }
 STEP_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 TOLERANCES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
 def solve_and_count(func, y0: Tensor, end_time: float, solver: str, steps: int = 8,
@@ -100,7 +100,7 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
     for i, name in enumerate(dict.fromkeys(r["solver"] for r in rows)):
         curve = [r for r in rows if r["solver"] == name]
         figure.add_trace(go.Scatter(x=[r["nfe"] for r in curve], y=[r["error"] for r in curve], mode="lines+markers",
-                                    name=name, line={"color": _COLOURS[i % len(_COLOURS)]}), row=1, col=1)
+                                    name=name, line={"color": series_colour(i)}), row=1, col=1)
     figure.add_trace(go.Scatter(mode="markers", name="current choice",
                                 marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
@@ -143,6 +143,16 @@ def spread_tokens(grid: tuple[int, int], count: int) -> list[int]:
     return [int(r * width + c) for r in rows for c in cols][:count]
 
 
+def _check_paths(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, int]) -> None:
+    if not paths:
+        raise ValueError("paths must name at least one depth form")
+    n = grid[0] * grid[1]
+    for name, (times, states) in paths.items():
+        if states.dim() != 3 or states.shape[1] != n or len(times) != states.shape[0]:
+            raise ValueError(f"paths[{name!r}] must be (times (S,), states (S, {n}, C)), got "
+                             f"{tuple(times.shape)} and {tuple(states.shape)}")
+
+
 def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, int], max_tokens: int = 9,
                       tokens: int = 4) -> LiveFigure:
     """Token states through depth, projected on their principal axes (one PCA for all depth forms).
@@ -151,13 +161,8 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
     for discrete and looped depth, a fine time grid on [0, T] for the ODE. Controls: how many tokens
     (spread over the grid), which depth forms, which pair of principal axes.
     """
-    if not paths:
-        raise ValueError("paths must name at least one depth form")
-    height, width = grid
-    for name, (times, states) in paths.items():
-        if states.dim() != 3 or states.shape[1] != height * width or len(times) != states.shape[0]:
-            raise ValueError(f"paths[{name!r}] must be (times (S,), states (S, {height * width}, C)), got "
-                             f"{tuple(times.shape)} and {tuple(states.shape)}")
+    _check_paths(paths, grid)
+    width = grid[1]
     chosen = spread_tokens(grid, max_tokens)
     mean, axes, explained = pca_basis(torch.cat([s for _, s in paths.values()]))
     projected = {name: ((s.double() - mean) @ axes) for name, (_, s) in paths.items()}  # (S, N, 3)
@@ -176,7 +181,7 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
         for k, token in enumerate(chosen):
             figure.add_trace(go.Scatter(
                 mode="lines+markers", name=name, legendgroup=name, showlegend=k == 0,
-                line={"color": _COLOURS[f % len(_COLOURS)], "dash": "solid" if f % 2 == 0 else "dot"},
+                line={"color": series_colour(f), "dash": "solid" if f % 2 == 0 else "dot"},
                 marker={"size": marker_size}, hoverinfo="text",
                 text=[f"{name}, token ({token // width}, {token % width}), t = {float(t):g}" for t in times]))
     figure.add_trace(go.Scatter(mode="markers", name="start (t = 0)", marker={"symbol": "circle-open", "size": 13,
@@ -215,7 +220,7 @@ def parameter_widget(rows: list[dict]) -> LiveFigure:
     if not presets:
         raise ValueError("rows must hold at least one row of models.parameter_table")
     controls = {"preset": widgets.Dropdown(options=presets, value=presets[0], description="preset")}
-    figure = go.Figure([go.Bar(name=depth, x=mixers, marker_color=_COLOURS[i], textposition="outside")
+    figure = go.Figure([go.Bar(name=depth, x=mixers, marker_color=series_colour(i), textposition="outside")
                         for i, depth in enumerate(depths)])
     figure.update_layout(barmode="group", height=420, width=820, yaxis_title="parameters", margin={"t": 50},
                          title="parameters per mixer and depth form (label: saving vs sdpa at the same depth)")

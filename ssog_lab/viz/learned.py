@@ -16,10 +16,9 @@ from torch import Tensor
 
 from .. import ops
 from ..layers import SSoGMixer
+from ..style import series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
-
-_ATOM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
 def ssog_mixers(model) -> list[SSoGMixer]:
@@ -98,7 +97,7 @@ def atoms_widget(model, query: tuple[int, int] | None = None) -> LiveFigure:
                            subplot_titles=("atoms of one head (1σ ellipses)", "all heads: atom centres μ"))
     for m in range(atoms):
         figure.add_trace(go.Scatter(mode="lines", name=f"atom {m + 1}", fill="toself", opacity=0.8,
-                                    line={"color": _ATOM_COLOURS[m % len(_ATOM_COLOURS)]}), row=1, col=1)
+                                    line={"color": series_colour(m)}), row=1, col=1)
     figure.add_trace(go.Scatter(x=[query[1]], y=[query[0]], mode="markers", name="query token",
                                 marker={"symbol": "x", "size": 12, "color": "black"}), row=1, col=1)
     figure.add_trace(go.Scatter(mode="markers", name="centres, all heads", showlegend=False,
@@ -120,7 +119,7 @@ def atoms_widget(model, query: tuple[int, int] | None = None) -> LiveFigure:
                             float(sigma[head, m, 0]), float(sigma[head, m, 1]))
             trace = fig.data[m]
             trace.x, trace.y = as_array(x), as_array(y)
-            trace.line = {"color": _ATOM_COLOURS[m % len(_ATOM_COLOURS)], "dash": "solid" if amp[head, m] >= 0 else
+            trace.line = {"color": series_colour(m), "dash": "solid" if amp[head, m] >= 0 else
                           "dash", "width": 1 + 4 * abs(float(amp[head, m])) / scale}
             lines.append(f"atom {m + 1}: μ = ({mu[head, m, 0]:+.2f}, {mu[head, m, 1]:+.2f}), "
                          f"σ = ({sigma[head, m, 0]:.2f}, {sigma[head, m, 1]:.2f}), α = {amp[head, m]:+.3f}")

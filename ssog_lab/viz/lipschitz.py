@@ -15,10 +15,11 @@ from torch import Tensor, nn
 
 from .. import lipschitz, ode, ops
 from ..layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+from ..style import OPERATOR_COLOURS
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
-_COLOURS = {"SDPA (dense attention)": "#d62728", "axial attention": "#ff7f0e", "fixed SSoG": "#1f77b4"}
+_COLOURS = {name: OPERATOR_COLOURS[name] for name in ("SDPA (dense attention)", "axial attention", "fixed SSoG")}
 
 
 def _slider(kind, value, low, high, step, description, width="300px"):

@@ -1,8 +1,8 @@
 """Widgets for notebook 08: benchmark rows (`ssog_lab.bench`) as scaling charts, with the paper's claims beside them.
 
-Rows are those of `bench.run` / `bench.load_csv`: setting (depth form), mixer, mode, resolution,
-images_per_s, peak_mb, status, …  Ratios come from `bench.ratio_table`: throughput against the fastest
-SDPA mixer at the same setting, mode and resolution, and peak memory against sdpa-math.
+Rows are those of `bench.run` / `bench.load_csv`: depth (the depth form; `setting` in older rows), mixer,
+mode, resolution, images_per_s, peak_mb, status, …  Ratios come from `bench.ratio_table`: throughput against
+the fastest SDPA mixer at the same depth, mode and resolution, and peak memory against sdpa-math (and sdpa).
 """
 
 from __future__ import annotations
@@ -11,23 +11,27 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from .. import bench
+from ..bench.config import depth_of
+from ..bench.report import markdown_table
+from ..models import DEPTHS, MIXERS
+from ..style import mixer_colour
 from ._base import LiveFigure
 
 # The inference-scaling claims of arXiv:2611.08236 (abstract), SSoG against dense attention at 1024² and
 # matched batch size: speed = throughput ratio, memory = peak-memory ratio; "at least" claims are lower bounds.
 PAPER_CLAIMS = (
-    dict(setting="ode", resolution=1024, speed=2.54, memory=0.40,
+    dict(depth="ode", resolution=1024, speed=2.54, memory=0.40,
          text="ODE: up to +154% throughput, over 60% less peak memory"),
-    dict(setting="discrete", resolution=1024, speed=1.30, memory=None, text="discrete: over +30% throughput"),
-    dict(setting="looped", resolution=1024, speed=1.30, memory=None, text="looped: over +30% throughput"),
+    dict(depth="discrete", resolution=1024, speed=1.30, memory=None, text="discrete: over +30% throughput"),
+    dict(depth="looped", resolution=1024, speed=1.30, memory=None, text="looped: over +30% throughput"),
 )
 VIEWS = {
     "throughput (images/s)": ("images_per_s", "images / s", "log"),
     "peak memory (MB)": ("peak_mb", "peak memory (MB)", "log"),
     "throughput vs fastest SDPA (×)": ("speed_vs_fastest_sdpa", "throughput ÷ fastest SDPA's", "linear"),
     "peak memory vs sdpa-math (×)": ("memory_vs_sdpa_math", "peak memory ÷ sdpa-math's", "linear"),
+    "peak memory vs sdpa (×)": ("memory_vs_sdpa", "peak memory ÷ sdpa's (PyTorch's fused kernel)", "linear"),
 }
-_COLOURS = dict(zip(bench.MIXERS, ("#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#d62728"), strict=True))
 
 
 def _with_ratios(rows: list[dict]) -> list[dict]:
@@ -49,18 +53,18 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
     if not sources:
         raise ValueError("sources must hold at least one set of benchmark rows with status 'ok'")
     first = next(iter(sources.values()))
-    settings = [s for s in bench.DEPTHS if any(r["setting"] == s for rows in sources.values() for r in rows)]
+    depths = [d for d in DEPTHS if any(depth_of(r) == d for rows in sources.values() for r in rows)]
     modes = [m for m in ("infer", "train") if any(r["mode"] == m for rows in sources.values() for r in rows)]
     controls = {
         "source": widgets.Dropdown(options=list(sources), value=next(iter(sources)), description="results"),
-        "setting": widgets.Dropdown(options=settings, value="ode" if any(r["setting"] == "ode" for r in first)
-                                    else settings[0], description="depth"),
+        "setting": widgets.Dropdown(options=depths, value="ode" if any(depth_of(r) == "ode" for r in first)
+                                    else depths[0], description="depth"),  # `setting`: the depth form
         "mode": widgets.Dropdown(options=modes, value=modes[0], description="mode"),
         "view": widgets.Dropdown(options=list(VIEWS), value="throughput vs fastest SDPA (×)", description="view",
                                  layout=widgets.Layout(width="340px")),
     }
-    figure = go.Figure([go.Scatter(mode="lines+markers", name=mixer, line={"color": _COLOURS[mixer]})
-                        for mixer in bench.MIXERS])
+    figure = go.Figure([go.Scatter(mode="lines+markers", name=mixer, line={"color": mixer_colour(mixer)})
+                        for mixer in MIXERS])
     figure.add_trace(go.Scatter(mode="markers+text", name="paper (arXiv:2611.08236)", textposition="top left",
                                 marker={"symbol": "star", "size": 18, "color": "gold",
                                         "line": {"color": "black", "width": 1}}))
@@ -70,15 +74,15 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
 
     def redraw(fig: go.FigureWidget, source: str, setting: str, mode: str, view: str) -> str:
         key, label, scale = VIEWS[view]
-        rows = [r for r in sources[source] if r["setting"] == setting and r["mode"] == mode]
+        rows = [r for r in sources[source] if depth_of(r) == setting and r["mode"] == mode]
         resolutions = sorted({int(r["resolution"]) for r in rows})
-        for trace, mixer in zip(fig.data, bench.MIXERS, strict=False):
+        for trace, mixer in zip(fig.data, MIXERS, strict=False):
             points = sorted((int(r["resolution"]), r[key]) for r in rows
                             if r["mixer"] == mixer and r[key] is not None)
             trace.x, trace.y = [p[0] for p in points], [float(p[1]) for p in points]
-        ratio = key in ("speed_vs_fastest_sdpa", "memory_vs_sdpa_math")
-        wanted = "speed" if key == "speed_vs_fastest_sdpa" else "memory"
-        shown = [c for c in claims if ratio and c["setting"] == setting and c.get(wanted) is not None]
+        ratio = key.startswith(("speed_vs_", "memory_vs_"))
+        wanted = "speed" if key.startswith("speed_vs_") else "memory"
+        shown = [c for c in claims if ratio and depth_of(c) == setting and c.get(wanted) is not None]
         fig.data[-2].x = [c["resolution"] for c in shown]
         fig.data[-2].y = [c[wanted] for c in shown]
         fig.data[-2].text = [f"paper: {c[wanted]:.2f}×" for c in shown]
@@ -91,22 +95,28 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
     return LiveFigure(figure, controls, redraw)
 
 
-def claim_summary(rows: list[dict], setting: str, mode: str = "infer",
+def claim_summary(rows: list[dict], depth: str, mode: str = "infer",
                   claims: tuple[dict, ...] = PAPER_CLAIMS) -> str:
     """One line: at the largest measured resolution, each SSoG mixer's throughput and memory ratio
     against attention, beside the paper's claim for the depth form (which is made at 1024²)."""
-    rows = _compared([r for r in _with_ratios(rows) if r["setting"] == setting and r["mode"] == mode])
-    claim = next((c for c in claims if c["setting"] == setting), None)
+    rows = _compared([r for r in _with_ratios(rows) if depth_of(r) == depth and r["mode"] == mode])
+    claim = next((c for c in claims if depth_of(c) == depth), None)
     said = f" — paper at {claim['resolution']}²: {claim['text']}" if claim else ""
     if not rows:
-        return f"no SSoG measurement with an SDPA reference for {setting}/{mode}{said}"
+        return f"no SSoG measurement with an SDPA reference for {depth}/{mode}{said}"
     top = rows[0]["resolution"]
     parts = []
     for row in rows:
-        memory = row["memory_vs_sdpa_math"]
+        baselines = (("memory_vs_sdpa_math", "sdpa-math"), ("memory_vs_sdpa", "sdpa"))
+        memory = [f"{row[key]:.2f}× that of {name}" for key, name in baselines if row[key] is not None]
         parts.append(f"{row['mixer']} {row['speed_vs_fastest_sdpa']:.2f}× the throughput of {row['fastest_sdpa']}"
-                     + (f", {memory:.2f}× the peak memory of sdpa-math" if memory is not None else ""))
+                     + (", peak memory " + " and ".join(memory) if memory else ""))
     return f"<b>measured at {top}²</b>: " + "; ".join(parts) + said
+
+
+def _times(key: str):
+    """A table cell: the ratio `key` as "1.23×", or "–" where there is none."""
+    return lambda r: "–" if r[key] is None else f"{r[key]:.2f}×"
 
 
 def _compared(rows: list[dict]) -> list[dict]:
@@ -122,13 +132,13 @@ def claims_markdown(sources: dict[str, list[dict]], mode: str = "infer", claims:
                     ) -> str:
     """Markdown: per source and depth form, the measured SSoG/attention ratios at the largest resolution
     measured, beside the paper's claim."""
-    lines = ["| results | depth | resolution | mixer | throughput vs fastest SDPA | memory vs sdpa-math "
-             "| paper (1024²) |", "|---|---|---:|---|---:|---:|---|"]
+    lines = []
     for name, rows in sources.items():
         measured = [r for r in _with_ratios(rows) if r["mode"] == mode] if rows else []
         for claim in claims:
-            for r in _compared([r for r in measured if r["setting"] == claim["setting"]]):
-                memory = "–" if r["memory_vs_sdpa_math"] is None else f"{r['memory_vs_sdpa_math']:.2f}×"
-                lines.append(f"| {name} | {claim['setting']} | {r['resolution']}² | {r['mixer']} | "
-                             f"{r['speed_vs_fastest_sdpa']:.2f}× | {memory} | {claim['text']} |")
-    return "\n".join(lines)
+            lines += [dict(r, source=name, paper=claim["text"])
+                      for r in _compared([r for r in measured if depth_of(r) == depth_of(claim)])]
+    return markdown_table(lines, {"results": "source", "depth": "depth", "resolution": lambda r: f"{r['resolution']}²",
+                                  "mixer": "mixer", "throughput vs fastest SDPA": _times("speed_vs_fastest_sdpa"),
+                                  "memory vs sdpa-math": _times("memory_vs_sdpa_math"),
+                                  "paper (1024²)": "paper"}, align="llrlrrl")

@@ -18,17 +18,15 @@ import torch
 from plotly.subplots import make_subplots
 from torch import nn
 
+from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
-_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
-# Mixers keep one colour across the notebooks' charts (the same as ssog_lab.bench.figure's).
-_MIXER_COLOURS = {"sdpa": "#1f77b4", "sdpa-math": "#aec7e8", "axial": "#ff7f0e", "ssog": "#2ca02c",
-                  "ssog-steered": "#d62728"}
-
 
 def _colour(name: str, index: int) -> str:
-    return _MIXER_COLOURS.get(name, _COLOURS[index % len(_COLOURS)])
+    """A mixer's colour (`style`), or the index-th series colour for a run not named after a mixer."""
+    return MIXER_COLOURS.get(name, series_colour(index))
+
 # (panel row, record kind, record key, trace label suffix, dash, marker) for each trace a run draws.
 _SERIES = (
     (1, "step", "loss", "batch loss", "solid", False),

@@ -1,0 +1,38 @@
+"""Benchmarks: the model (throughput and peak memory against resolution, mixers side by side) and the
+operator alone, with the suite's timers, tables and CSV files.
+
+    rows = run(grid(preset="nano", resolutions=(32, 64)), out_dir="results")   # list of dicts, CSV written
+    rows = load_csv("results/bench.csv")
+    figure(rows)                          # plotly: throughput and memory against resolution, log-log
+    ratio_table(rows), ratio_markdown(rows)   # each mixer against the fastest SDPA / peak memory baselines
+
+Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the only timers),
+measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
+operator alone), report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
+"""
+
+from ..models import DEPTHS, MIXERS
+from .cli import main
+from .config import (
+                     COLUMN_ALIASES,
+                     COLUMNS,
+                     MEMORY_BASELINES,
+                     RESOLUTIONS,
+                     SDPA_MIXERS,
+                     BenchConfig,
+                     configurations,
+                     depth_of,
+                     grid,
+)
+from .figure import figure, save_figure
+from .measure import machine, run_one
+from .operator import operator_rows
+from .report import markdown_table, operator_markdown, ratio_markdown, ratio_table, results_markdown
+from .runner import KILLED, load_csv, run, run_in_subprocess, write_csv
+from .timing import Timing, cpu_time, cuda_time, cuda_time_ms
+
+__all__ = ["COLUMNS", "COLUMN_ALIASES", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "RESOLUTIONS",
+           "SDPA_MIXERS", "BenchConfig", "Timing", "configurations", "cpu_time", "cuda_time", "cuda_time_ms",
+           "depth_of", "figure", "grid", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
+           "operator_rows", "ratio_markdown", "ratio_table", "results_markdown", "run", "run_in_subprocess",
+           "run_one", "save_figure", "write_csv"]

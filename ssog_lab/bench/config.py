@@ -1,0 +1,93 @@
+"""What one benchmark row measures (`BenchConfig`), the list of configurations of a run, and the CSV schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import InitVar, dataclass
+
+from ..models import DEPTHS, MIXERS, PRESETS
+
+RESOLUTIONS = (224, 384, 512, 768, 1024)
+MODES = ("infer", "train")
+ODE_METHODS = ("euler", "midpoint", "rk4")
+SDPA_MIXERS = ("sdpa", "sdpa-math")
+# Peak memory is reported against both: the math path stores the N×N scores, the fused kernel does not.
+MEMORY_BASELINES = ("sdpa-math", "sdpa")
+MACHINE_COLUMNS = ("cpu_model", "cpu_vendor", "cpu_flags", "threads", "flush_denormal")
+COLUMNS = ("depth", "mixer", "backend", "mode", "resolution", "tokens", "batch", "params", "images_per_s",
+           "seconds_per_batch", "best_images_per_s", "peak_mb", "memory_method", "nfe", "repeats", "device",
+           *MACHINE_COLUMNS, "torch", "ssog_lab", "python", "status", "error")
+# Old column names still read from stored CSVs and rows: `setting` was the depth form.
+COLUMN_ALIASES = {"setting": "depth"}
+
+
+@dataclass
+class BenchConfig:
+    """One measured configuration.
+
+    depth: the depth form ("discrete", "looped", "ode"); `ode_steps` fixes the ODE's grid (step size
+    T/ode_steps, method `ode_method`), the same for every mixer. Timing repeats a batch at least `repeats`
+    times and until `min_seconds` have been timed (fast configurations get more samples), after `warmup`
+    untimed batches. threads: torch's intra-op threads (None: torch's default). flush_denormal: call
+    torch.set_flush_denormal(True) in the measuring process (a user's choice, recorded per row).
+    `setting=` is accepted as the old name of `depth`.
+    """
+
+    preset: str = "tiny"
+    depth: str = "discrete"
+    mixer: str = "sdpa"
+    resolution: int = 224
+    batch: int = 1
+    mode: str = "infer"
+    repeats: int = 3
+    warmup: int = 1
+    min_seconds: float = 1.0
+    ode_steps: int = 3
+    ode_method: str = "rk4"
+    device: str = "cpu"
+    num_classes: int = 100
+    threads: int | None = None
+    flush_denormal: bool = False
+    setting: InitVar[str | None] = None
+
+    def __post_init__(self, setting: str | None) -> None:
+        if setting is not None:
+            self.depth = setting
+        for name, choices in (("preset", tuple(PRESETS)), ("depth", DEPTHS), ("mixer", MIXERS), ("mode", MODES),
+                              ("ode_method", ODE_METHODS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        for name, low in (("resolution", 1), ("batch", 1), ("repeats", 1), ("warmup", 0), ("ode_steps", 1),
+                          ("num_classes", 1)):
+            _check_int(name, getattr(self, name), low)
+        if self.threads is not None:
+            _check_int("threads", self.threads, 1)
+        if not (isinstance(self.min_seconds, (int, float)) and math.isfinite(self.min_seconds)
+                and self.min_seconds >= 0):
+            raise ValueError(f"min_seconds must be a finite number ≥ 0, got {self.min_seconds!r}")
+
+    def payload(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+
+
+def configurations(preset: str = "tiny", depths=DEPTHS, mixers=MIXERS, resolutions=RESOLUTIONS, batch: int = 1,
+                   train: bool = False, **fields) -> list[BenchConfig]:
+    """All configurations, ordered depth → mode → resolution → mixer (mixers of one resolution run back to
+    back, so they share the machine's conditions); with train=True each is measured in both modes."""
+    modes = MODES if train else MODES[:1]
+    return [BenchConfig(preset=preset, depth=d, mixer=m, resolution=r, batch=batch, mode=mode, **fields)
+            for d in depths for mode in modes for r in resolutions for m in mixers]
+
+
+grid = configurations  # the old name (a grid of configurations, not a token grid)
+
+
+def depth_of(row: dict) -> str:
+    """A row's depth form, from rows written before `setting` was renamed `depth` too."""
+    return row["depth"] if "depth" in row else row["setting"]

@@ -1,0 +1,67 @@
+"""The operator alone (no model around it) on the CPU: SSoG's torch reference against SDPA.
+
+Forward and forward+backward milliseconds (median of `timing.cpu_time`) of SSoG, fixed and steered,
+on the dense and separable paths of the reference, and of SDPA (PyTorch's choice and the math backend),
+on square grids, all on the same (batch, heads, N, head_dim) float32 values.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ..ops import random_atoms
+from ..ops.reference import ssog_reference
+from .measure import machine
+from .timing import cpu_time
+
+
+def _math_sdpa(q, k, v):
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def _candidates(side: int, batch: int, heads: int, head_dim: int, atoms: int, dense_max_tokens: int,
+                generator: torch.Generator, device: str) -> dict:
+    """label → a function computing that operator's output (inputs require grad)."""
+    n = side * side
+    v = torch.randn(batch, heads, n, head_dim, generator=generator).to(device).requires_grad_()  # (B, heads, N, d)
+    q, k = (torch.randn_like(v).requires_grad_() for _ in range(2))
+    candidates = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v), "sdpa-math": lambda: _math_sdpa(q, k, v)}
+    for name in ("fixed", "steered"):
+        params = random_atoms(heads, atoms, (side, side), batch=batch, steered=name == "steered", generator=generator,
+                              device=device)
+        params = [p.requires_grad_() for p in params]
+        for dense in (True, False):
+            if dense and n > dense_max_tokens:
+                continue
+            label = f"ssog {name} {'dense' if dense else 'separable'}"
+            candidates[label] = lambda p=params, d=dense: ssog_reference(v, *p, (side, side), dense=d)
+    return candidates
+
+
+def operator_rows(sides=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int = 3, head_dim: int = 64,
+                  atoms: int = 4, repeats: int = 5, dense_max_tokens: int = 1024, device: str = "cpu",
+                  sizes=None) -> list[dict]:
+    """One row per (grid side, operator): forward_ms, forward_backward_ms, the sizes and the machine
+    columns (`measure.machine`). Dense paths run up to `dense_max_tokens` tokens. `sizes`: old name of
+    `sides` (grid sides in tokens)."""
+    sides = sides if sizes is None else sizes
+    for name, value in (("batch", batch), ("heads", heads), ("head_dim", head_dim), ("atoms", atoms),
+                        ("repeats", repeats), *(("sides", s) for s in sides)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    generator = torch.Generator().manual_seed(0)
+    provenance = machine()
+    rows = []
+    for side in sides:
+        for label, fn in _candidates(side, batch, heads, head_dim, atoms, dense_max_tokens, generator,
+                                     device).items():
+            with torch.no_grad():
+                forward = cpu_time(fn, repeats=repeats).median_ms
+            backward = cpu_time(lambda fn=fn: fn().sum().backward(), repeats=repeats).median_ms
+            rows.append(dict(grid=f"{side}×{side}", tokens=side * side, op=label, forward_ms=forward,
+                             forward_backward_ms=backward, batch=batch, heads=heads, head_dim=head_dim, atoms=atoms,
+                             **provenance))
+    return rows

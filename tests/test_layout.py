@@ -1,0 +1,61 @@
+"""The package's layout rules: the core stays free of CLI and plotting code, one mixer list with a colour
+each, the names notebook 04 reads exist, and functions and files stay short."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from ssog_lab import bench, models, style, viz
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ssog_lab"
+CORE = ["ops", "layers.py", "models.py", "ode.py", "lipschitz.py", "data.py"]
+# Exceptions: the Triton kernel file (kernels and launchers, read side by side) and its kernels.
+LONG_FILES = {"ops/triton_kernel.py"}
+LONG_FUNCTIONS = {"_axis_apply_kernel", "_axis_param_grad_kernel"}
+
+
+def _modules(*names: str):
+    for name in names:
+        path = PACKAGE / name
+        yield from sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_core_imports_no_cli_or_plotting():
+    for path in _modules(*CORE):
+        assert not _imported(ast.parse(path.read_text())) & {"argparse", "plotly", "ipywidgets"}, path
+
+
+def test_one_mixer_list_and_every_mixer_has_a_colour():
+    assert bench.MIXERS is models.MIXERS and bench.DEPTHS is models.DEPTHS
+    assert set(models.MIXERS) <= set(style.MIXER_COLOURS)
+    assert style.mixer_colour("a-new-mixer")  # a mixer without a colour still draws
+
+
+def test_every_name_notebook_04_reads_exists():
+    from ssog_lab.ops import triton_kernel
+
+    cells = json.loads((PACKAGE.parent / "notebooks" / "04_triton_kernel.ipynb").read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert all(hasattr(viz, name) for name in re.findall(r"\bviz\.(\w+)", code))
+    assert set(re.findall(r"show_source\(\"(\w+)\"\)", code)) <= set(viz.KERNEL_PARTS)
+    assert all(hasattr(triton_kernel, name) for name in viz.KERNEL_PARTS)
+
+
+def test_functions_and_files_stay_short():
+    for path in _modules("."):
+        text, name = path.read_text(), path.relative_to(PACKAGE).as_posix()
+        assert name in LONG_FILES or len(text.splitlines()) <= 450, name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in LONG_FUNCTIONS:
+                assert node.end_lineno - node.lineno < 60, f"{name}: {node.name}"
