@@ -46,6 +46,7 @@ from .depth import (
     trajectory_widget,
 )
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
+from .exercises import EXERCISES, check
 from .kernel import (
     KERNEL_PARTS,
     gpu_timing_figure,
@@ -90,7 +91,7 @@ from .training import (
     results_widget,
 )
 
-__all__ = ["LiveFigure"]
+__all__ = ["LiveFigure", "EXERCISES", "check"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]

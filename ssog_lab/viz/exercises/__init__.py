@@ -1,0 +1,94 @@
+"""Self-checked exercises that never show their answer.
+
+A notebook's check cell is one call, `viz.check("01.peak", answer)`: the expected answer is computed by the
+exercise's `solution` (with the library, never typed into the notebook), a wrong answer gets the exercise's
+hint (never the expected value), and only a correct one gets the explanation. Each notebook's exercises
+live in their own module (`nb01.py`, …) and register themselves with `@exercise`. The tests call every
+solution, check that it is accepted, that the registered wrong answer is rejected, and that no check cell
+of a notebook holds more than the call.
+
+Kinds of answer, each with its judge: a number (`close(rel)`), a set of option letters (`same_set`), and a
+function the student writes, run beside the library's on the same inputs (`same_function(inputs)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..common import Check, unanswered
+
+Judge = Callable[[object, object], bool]
+
+
+def close(rel: float = 0.02, abs_tol: float = 0.0) -> Judge:
+    """A numeric answer within `rel` (relative) or `abs_tol` (absolute) of the expected value."""
+    def judge(answer, expected) -> bool:
+        value, target = float(answer), float(expected)
+        return abs(value - target) <= max(rel * abs(target), abs_tol)
+    return judge
+
+
+def same_set(answer, expected) -> bool:
+    """A set of option letters (a set, list or space/comma separated string), case-insensitive."""
+    chosen = answer.replace(",", " ").split() if isinstance(answer, str) else answer
+    return {str(a).strip().lower() for a in chosen} == {str(e).lower() for e in expected}
+
+
+def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float = 1e-6) -> Judge:
+    """A function the student wrote, called on `inputs()` beside the expected (library) function."""
+    def judge(answer, expected) -> bool:
+        args = inputs()
+        got, want = answer(*args), expected(*args)
+        got = torch.as_tensor(got, dtype=torch.as_tensor(want).dtype)
+        return got.shape == torch.as_tensor(want).shape and bool(torch.allclose(got, torch.as_tensor(want),
+                                                                              rtol=rtol, atol=atol))
+    return judge
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: `solution()` computes the expected answer, `judge(answer, expected)` compares, `hint`
+    is what a learner sees while unanswered or wrong, `explain` what they see once right, and `wrong` is a
+    plausible wrong answer (the tests check that it is rejected)."""
+
+    key: str
+    solution: Callable[[], object]
+    judge: Judge
+    hint: str
+    wrong: object
+    explain: str = ""
+
+
+EXERCISES: dict[str, Exercise] = {}
+
+
+def exercise(key: str, *, hint: str, wrong: object, judge: Judge | None = None, explain: str = ""):
+    """Decorator: register the decorated zero-argument solution function as exercise `key` ("NN.name")."""
+    def register(solution: Callable[[], object]) -> Callable[[], object]:
+        if key in EXERCISES:
+            raise ValueError(f"exercise {key!r} is registered twice")
+        EXERCISES[key] = Exercise(key, solution, judge or close(), hint, wrong, explain)
+        return solution
+    return register
+
+
+def check(key: str, answer) -> Check:
+    """The verdict on `answer` to exercise `key`; None means not answered yet. Never reveals the answer."""
+    if key not in EXERCISES:
+        raise ValueError(f"no exercise {key!r}; known: {sorted(EXERCISES)}")
+    item = EXERCISES[key]
+    if answer is None:
+        return unanswered(item.hint)
+    try:
+        right = item.judge(answer, item.solution())
+    except Exception as error:  # a learner's function that fails is a wrong answer, with the reason
+        return Check("wrong", f"your answer could not be checked ({type(error).__name__}: {error}). {item.hint}")
+    return Check("correct", item.explain or "well done.") if right else Check("wrong", item.hint)
+
+
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08  # noqa: E402,F401  (registration)
+
+__all__ = ["EXERCISES", "Exercise", "check", "close", "exercise", "same_function", "same_set"]

@@ -1,0 +1,3 @@
+"""Exercises of notebook 04 (registered with `@exercise`; see the package docstring)."""
+
+from . import exercise  # noqa: F401
