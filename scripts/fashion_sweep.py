@@ -7,10 +7,14 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
           depth, seed 0; the best validation accuracy picks that mixer's hyper-parameters;
   main    mixers × {discrete, looped, ode} × seeds at patch 4 with the tuned hyper-parameters, on the full
           training set, evaluated once on the test set;
-  patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters.
-Runs go in RUNS/<phase>/<name>/ (`summary.json` from the train CLI marks one done: it is skipped on the next
-call; a folder with a checkpoint but no summary is resumed). `--jobs 2` runs two single-thread processes at
-once (one per core). Every start and end is appended to RUNS/sweep.log. `report` writes the markdown tables.
+  patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
+  horizon SDPA and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
+          rows, the main recipe stopped before the curves flattened (the report shows both side by side).
+Runs go in RUNS/<phase>/<name>/. `summary.json` from the train CLI marks a run done: it is skipped on the next
+call. A folder with a checkpoint but no summary is resumed. A run that exited with an error leaves
+`failed.json` and is retried only with --retry-failed (a tuning trial that diverged ranks last). `--jobs 2`
+runs two single-thread processes at once (one per core); every start and end is appended to RUNS/sweep.log.
+`report` writes the markdown tables.
 
     python scripts/fashion_sweep.py run --dry-run       # print every command, run nothing
     python scripts/fashion_sweep.py run                 # tune, then main and patch2 (resumable)
@@ -45,8 +49,10 @@ TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
 SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
     "axial": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
-    **{m: {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (8, 16), "atoms": (4, 8)}
-       for m in SSOG_MIXERS},
+    "ssog": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (8, 16), "atoms": (4, 8)},
+    # Steered heads and atoms cost time (the steering head predicts heads·atoms·5 values per token): no more
+    # than the default 8 × 4, so no trial is slower than the main runs.
+    "ssog-steered": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (4, 8)},
 }
 
 
@@ -122,26 +128,40 @@ def read_summary(root: Path, run: Run) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def read_failure(root: Path, run: Run) -> dict | None:
+    path = root / run.phase / run.name / "failed.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def best_hyper(root: Path, tuning: list[Run]) -> dict[str, dict] | None:
-    """{mixer: the hyper-parameters of its best validation accuracy} once every trial is done, else None."""
+    """{mixer: the hyper-parameters of its best validation accuracy} once every trial has finished (a failed
+    trial, e.g. one that diverged, ranks last), else None."""
     best: dict[str, tuple[float, dict]] = {}
     for run in tuning:
         summary = read_summary(root, run)
-        if summary is None:
+        if summary is None and read_failure(root, run) is None:
             return None
-        accuracy, mixer = summary["val_accuracy"], run.labels["mixer"]
+        accuracy, mixer = (summary["val_accuracy"] if summary else -1.0), run.labels["mixer"]
         hp = {k: v for k, v in run.labels.items() if k not in ("mixer", "trial")}
         if mixer not in best or accuracy > best[mixer][0]:  # ties keep the earlier trial
             best[mixer] = accuracy, hp
     return {mixer: hp for mixer, (_, hp) in best.items()}
 
 
+HORIZON_MIXERS = ("sdpa", "ssog-steered")
+
+
 def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: dict[str, dict],
                data_dir: Path) -> list[Run]:
-    """The main grid at patch 4 and the discrete form at patch 2, each mixer with its tuned hyper-parameters."""
+    """The main grid at patch 4, the discrete form at patch 2 and the horizon check, each mixer with its tuned
+    hyper-parameters."""
     out = []
-    for phase, patch, depths, rec in (("main", 4, tuple(DEPTHS), recipe), ("patch2", 2, ("discrete",), patch2_recipe)):
-        for depth, mixer, seed in itertools.product(depths, MIXERS, seeds):
+    horizon = dataclasses.replace(recipe, epochs=2 * recipe.epochs)
+    for phase, patch, depths, mixers, run_seeds, rec in (
+            ("main", 4, tuple(DEPTHS), MIXERS, seeds, recipe),
+            ("patch2", 2, ("discrete",), MIXERS, seeds, patch2_recipe),
+            ("horizon", 4, ("discrete",), HORIZON_MIXERS, seeds[:1], horizon)):
+        for depth, mixer, seed in itertools.product(depths, mixers, run_seeds):
             out.append(Run(phase, f"{depth}/{mixer}/s{seed}",
                            [*model_argv(mixer, depth, patch, data_dir), *hyper_argv(hyper[mixer]), *rec.argv(),
                             "--seed", str(seed)],
@@ -160,11 +180,14 @@ def command(root: Path, run: Run) -> list[str]:
             "--log-every", "100", *resume]
 
 
-def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable[[str], None]) -> int:
-    """Run every run that has no summary.json, `jobs` single-thread processes at a time. Returns the number of
-    failed runs (each is logged with its exit status; its output is in its folder's train.log)."""
-    pending = [run for run in runs if read_summary(root, run) is None]
-    log(f"{runs[0].phase if runs else '-'}: {len(pending)} runs to do, {len(runs) - len(pending)} already done")
+def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable[[str], None],
+            retry_failed: bool = False) -> int:
+    """Run every run that has no summary.json (nor failed.json, unless retry_failed), `jobs` single-thread
+    processes at a time. Returns the number of runs that failed now (each logged with its exit status and
+    recorded in failed.json; its output is in its folder's train.log)."""
+    pending = [run for run in runs if read_summary(root, run) is None and
+               (retry_failed or read_failure(root, run) is None)]
+    log(f"{runs[0].phase if runs else '-'}: {len(pending)} runs to do, {len(runs) - len(pending)} done or failed")
     if dry_run:
         for run in pending:
             print(shlex.join(command(root, run)))
@@ -177,6 +200,7 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             run = pending.pop(0)
             folder = root / run.phase / run.name
             folder.mkdir(parents=True, exist_ok=True)
+            (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
             (folder / "run.json").write_text(json.dumps({"command": shlex.join(argv), "train_images":
                                                          run.train_images, "labels": run.labels}, indent=1) + "\n")
@@ -189,7 +213,10 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             run, process, start = item
             active.remove(item)
             status = "done" if process.returncode == 0 else f"FAILED (exit {process.returncode})"
-            failed += process.returncode != 0
+            if process.returncode != 0:
+                failed += 1
+                (root / run.phase / run.name / "failed.json").write_text(json.dumps({"returncode":
+                                                                                      process.returncode}) + "\n")
             log(f"{status} {run.phase}/{run.name} in {time.perf_counter() - start:.0f} s")
     return failed
 
@@ -248,20 +275,22 @@ ACCURACY_COLUMNS = [
 
 def report(root: Path, tuning: list[Run], finals: list[Run]) -> str:
     parts = ["# Fashion-MNIST accuracy: mixers × depth forms (generated by scripts/fashion_sweep.py report)", ""]
-    for phase, title in (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)")):
+    for phase, title in (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
+                         ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)")):
         rows = group_rows(root, [r for r in finals if r.phase == phase], ("depth", "mixer"))
         if rows:
             parts += [f"## {title}", "", markdown_table(rows, ACCURACY_COLUMNS), ""]
     trial_rows = []
     for run in tuning:
-        summary = read_summary(root, run)
-        if summary is not None:
-            trial_rows.append({**run.labels, "val": 100 * summary["val_accuracy"]})
+        summary, failure = read_summary(root, run), read_failure(root, run)
+        if summary is not None or failure is not None:
+            trial_rows.append({**run.labels, "val": f"{100 * summary['val_accuracy']:.2f}" if summary else
+                               f"failed (exit {failure['returncode']})"})
     if trial_rows:
         columns = [("mixer", lambda r: r["mixer"]), ("trial", lambda r: str(r["trial"])),
                    ("hyper-parameters", lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
                                                             if k not in ("mixer", "trial", "val"))),
-                   ("validation accuracy %", lambda r: f"{r['val']:.2f}")]
+                   ("validation accuracy %", lambda r: r["val"])]
         parts += ["## Tuning (validation split, discrete, seed 0)", "", markdown_table(trial_rows, columns), ""]
     return "\n".join(parts)
 
@@ -280,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patch2-epochs", type=int, default=4, help="epochs of the patch-2 runs")
     p.add_argument("--jobs", type=int, default=2, help="single-thread train processes at once")
     p.add_argument("--dry-run", action="store_true", help="print the commands still to run; run nothing")
+    p.add_argument("--retry-failed", action="store_true", help="run again the runs that exited with an error")
     p.add_argument("--report-out", type=Path, default=Path("docs/results/accuracy_fashion.md"))
     return p
 
@@ -307,15 +337,15 @@ def main(argv: list[str] | None = None) -> int:
         args.report_out.write_text(text)
         print(text)
         return 0
-    failed = execute(args.runs, tuning, args.jobs, args.dry_run, log)
+    failed = execute(args.runs, tuning, args.jobs, args.dry_run, log, args.retry_failed)
     hyper = best_hyper(args.runs, tuning)
     if hyper is None:
         later = len(final_runs(recipe, patch2_recipe, args.seeds, {m: {} for m in MIXERS}, args.data_dir))
-        log(f"tuning not finished (a trial failed, or --dry-run): the {later} main and patch2 runs wait for it")
+        log(f"tuning not finished (or --dry-run): the {later} main, patch2 and horizon runs wait for it")
         return 1 if failed else 0
     log("tuned: " + json.dumps(hyper))
     finals = final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir)
-    failed += execute(args.runs, finals, args.jobs, args.dry_run, log)
+    failed += execute(args.runs, finals, args.jobs, args.dry_run, log, args.retry_failed)
     return 1 if failed else 0
 
 

@@ -74,7 +74,7 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
         if run.labels["trial"] == 3:
             winners[run.labels["mixer"]] = run
     commands = [shlex.split(c) for c in dry_run(root, capsys)]
-    assert len(commands) == 4 * 3 * 3 + 4 * 3  # main: mixers × depths × seeds; patch2: mixers × seeds
+    assert len(commands) == 4 * 3 * 3 + 4 * 3 + 2  # main: mixers × depths × seeds; patch2: mixers × seeds; horizon
     for argv in commands:
         mixer, out = flag(argv, "--mixer")[0], Path(flag(argv, "--out")[0])
         tuned = winners[mixer].argv
@@ -83,9 +83,10 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
         assert {s for s in flag(tuned, "--set") if s.split("=")[0] in ("heads", "ssog_heads", "atoms")} <= \
             set(flag(argv, "--set"))
         assert not flag(argv, "--validation-fraction"), "final runs train on the whole training set"
-        patch = 2 if out.parts[-4] == "patch2" else 4
-        assert f"patch_size={patch}" in flag(argv, "--set")
-        assert flag(argv, "--epochs") == [str(sweep.Recipe.epochs if patch == 4 else 4)]
+        phase = out.parts[-4]
+        assert f"patch_size={2 if phase == 'patch2' else 4}" in flag(argv, "--set")
+        epochs = {"main": sweep.Recipe.epochs, "patch2": 4, "horizon": 2 * sweep.Recipe.epochs}[phase]
+        assert flag(argv, "--epochs") == [str(epochs)]
     # A run interrupted with a checkpoint is resumed; a finished one is skipped.
     finals = sweep.final_runs(sweep.Recipe(), sweep.Recipe(epochs=4), [0, 1, 2], sweep.best_hyper(root, tuning),
                               sweep.data.FASHION_MNIST_ROOT)
@@ -93,7 +94,7 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
     (root / "main" / finals[0].name / "checkpoint.pt").write_bytes(b"")
     write_summary(root, finals[1], test_accuracy=0.8)
     commands = [shlex.split(c) for c in dry_run(root, capsys)]
-    assert len(commands) == 48 - 1
+    assert len(commands) == 50 - 1
     by_out = {flag(a, "--out")[0]: a for a in commands}
     assert "--resume" in by_out[str(root / "main" / finals[0].name)]
     assert str(root / "main" / finals[1].name) not in by_out
@@ -112,9 +113,25 @@ def test_executor_runs_two_at_a_time_logs_and_counts_failures(tmp_path, monkeypa
                                                                        ).is_file()
     assert any("FAILED (exit 3) main/discrete/sdpa/s2" in line for line in lines)
     assert json.loads((root / "main/discrete/sdpa/s0/run.json").read_text())["train_images"] == 60_000
+    assert json.loads((root / "main/discrete/sdpa/s2/failed.json").read_text()) == {"returncode": 3}
     lines.clear()
-    assert sweep.execute(root, runs, 2, False, lines.append) == 1  # only the failed one runs again
-    assert lines[0].endswith("1 runs to do, 2 already done")
+    assert sweep.execute(root, runs, 2, False, lines.append) == 0  # done and failed runs are not run again
+    assert lines[0].endswith("0 runs to do, 3 done or failed")
+    assert sweep.execute(root, runs, 2, False, lines.append, retry_failed=True) == 1
+    assert any("1 runs to do, 2 done or failed" in line for line in lines)
+
+
+def test_a_failed_tuning_trial_ranks_last(tmp_path):
+    root = tmp_path / "runs"
+    tuning = sweep.tune_runs(sweep.Recipe(), 6, 0.1, Path("/fm"))
+    for run in tuning[1:]:
+        write_summary(root, run, val_accuracy=0.5)
+    assert sweep.best_hyper(root, tuning) is None, "a trial is still to run"
+    (root / "tune" / tuning[0].name / "failed.json").parent.mkdir(parents=True)
+    (root / "tune" / tuning[0].name / "failed.json").write_text('{"returncode": 2}')
+    hyper = sweep.best_hyper(root, tuning)
+    assert hyper["sdpa"] == sweep.trials("sdpa", 6)[1]  # the first finished trial wins the tie
+    assert "failed (exit 2)" in sweep.report(root, tuning, [])
 
 
 def test_report_tables_mean_sample_std_and_speed(tmp_path):
@@ -145,4 +162,4 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
     assert cells[7] == f"{speed:.0f}"
     assert rows[("ode", "sdpa")].split("|")[4].strip() == "—"
     assert "## 28², patch 2 (14×14 tokens)" in text and "## Tuning" in text
-    assert text.count("| discrete |") == 8  # 4 mixers at patch 4 and at patch 2
+    assert text.count("| discrete |") == 4 + 4 + 2  # main, patch 2, horizon
