@@ -45,6 +45,7 @@ SSOG_MIXERS = ("ssog", "ssog-steered")
 # ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks).
 DEPTHS = {"discrete": [], "looped": [], "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
+PATCH2_EPOCHS = 3  # 196 tokens cost 5–7× more per image (docs/results/accuracy_plan.md)
 # The tuning grid per mixer; each mixer gets the same number of trials drawn from its own grid.
 SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
@@ -60,7 +61,7 @@ SEARCH: dict[str, dict[str, tuple]] = {
 class Recipe:
     """What every run of a phase shares (the train CLI's flags)."""
 
-    epochs: int = 8
+    epochs: int = 6  # sized in docs/results/accuracy_plan.md
     batch_size: int = 128
     warmup_epochs: float = 1.0
     weight_decay: float = 0.05
@@ -306,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=6, help="tuning trials per mixer (the same for every mixer)")
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.add_argument("--epochs", type=int, default=Recipe.epochs, help="epochs of every tune and main run")
-    p.add_argument("--patch2-epochs", type=int, default=4, help="epochs of the patch-2 runs")
+    p.add_argument("--patch2-epochs", type=int, default=PATCH2_EPOCHS, help="epochs of the patch-2 runs")
     p.add_argument("--jobs", type=int, default=2, help="single-thread train processes at once")
     p.add_argument("--dry-run", action="store_true", help="print the commands still to run; run nothing")
     p.add_argument("--retry-failed", action="store_true", help="run again the runs that exited with an error")

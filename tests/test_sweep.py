@@ -85,10 +85,11 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
         assert not flag(argv, "--validation-fraction"), "final runs train on the whole training set"
         phase = out.parts[-4]
         assert f"patch_size={2 if phase == 'patch2' else 4}" in flag(argv, "--set")
-        epochs = {"main": sweep.Recipe.epochs, "patch2": 4, "horizon": 2 * sweep.Recipe.epochs}[phase]
+        epochs = {"main": sweep.Recipe.epochs, "patch2": sweep.PATCH2_EPOCHS, "horizon": 2 * sweep.Recipe.epochs}[phase]
         assert flag(argv, "--epochs") == [str(epochs)]
     # A run interrupted with a checkpoint is resumed; a finished one is skipped.
-    finals = sweep.final_runs(sweep.Recipe(), sweep.Recipe(epochs=4), [0, 1, 2], sweep.best_hyper(root, tuning),
+    finals = sweep.final_runs(sweep.Recipe(), sweep.Recipe(epochs=sweep.PATCH2_EPOCHS), [0, 1, 2],
+                              sweep.best_hyper(root, tuning),
                               sweep.data.FASHION_MNIST_ROOT)
     (root / "main" / finals[0].name).mkdir(parents=True)
     (root / "main" / finals[0].name / "checkpoint.pt").write_bytes(b"")
