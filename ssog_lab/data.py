@@ -304,8 +304,9 @@ def _missing_fashion_mnist(root: Path, missing: list[str]) -> FileNotFoundError:
     names = ", ".join(name for pair in FASHION_MNIST_FILES.values() for name in pair)
     return FileNotFoundError(
         f"Fashion-MNIST not found under {root}: missing {', '.join(missing)}. Install the Debian package "
-        f"(sudo apt-get install dataset-fashion-mnist; it puts the files in {FASHION_MNIST_ROOT}, the default), "
-        f"or put the four official files {names} into one folder and pass it as --data-dir / root=.")
+        f"(sudo apt-get install dataset-fashion-mnist; it puts the files in {FASHION_MNIST_ROOT}, which root=None "
+        f"reads; on the command line pass --data-dir {FASHION_MNIST_ROOT}), or put the four official files "
+        f"{names} into one folder and pass it as --data-dir / root=.")
 
 
 def _read_idx(path: Path, ndim: int) -> np.ndarray:
