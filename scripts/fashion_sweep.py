@@ -11,9 +11,10 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   horizon SDPA and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side).
 Runs go in RUNS/<phase>/<name>/. `summary.json` from the train CLI marks a run done: it is skipped on the next
-call. A folder with a checkpoint but no summary is resumed. A run that exited with an error leaves
-`failed.json` and is retried only with --retry-failed (a tuning trial that diverged ranks last). `--jobs 2`
-runs two single-thread processes at once (one per core); every start and end is appended to RUNS/sweep.log.
+call. A folder with a checkpoint but no summary is resumed (one with metrics only is started afresh). A run
+that exited with an error leaves `failed.json` and is retried only with --retry-failed (a tuning trial that
+diverged ranks last). `--jobs 2` runs two single-thread processes at once (one per core); every start and end
+is appended to RUNS/sweep.log.
 `report` writes the markdown tables.
 
     python scripts/fashion_sweep.py run --dry-run       # print every command, run nothing
@@ -174,11 +175,18 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
 # ------------------------------------------------------------------------------------------ execution
 
 def command(root: Path, run: Run) -> list[str]:
-    """The full train command of `run`; --resume when an interrupted run left a checkpoint."""
+    """The full train command of `run`: --resume when an interrupted attempt left a checkpoint, --overwrite when
+    it died before its first checkpoint (only metrics, nothing finished to keep; the train CLI refuses to
+    write into a folder holding a run without one of the two)."""
     folder = root / run.phase / run.name
-    resume = ["--resume"] if (folder / "checkpoint.pt").is_file() else []
+    if (folder / "checkpoint.pt").is_file():
+        again = ["--resume"]
+    elif any((folder / name).is_file() for name in ("metrics.jsonl", "metrics.csv")):
+        again = ["--overwrite"]
+    else:
+        again = []
     return [sys.executable, "-m", "ssog_lab", "train", *run.argv, "--out", str(folder), "--no-progress",
-            "--log-every", "100", *resume]
+            "--log-every", "100", *again]
 
 
 def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable[[str], None],

@@ -94,10 +94,15 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
     (root / "main" / finals[0].name).mkdir(parents=True)
     (root / "main" / finals[0].name / "checkpoint.pt").write_bytes(b"")
     write_summary(root, finals[1], test_accuracy=0.8)
+    (root / "main" / finals[2].name).mkdir(parents=True)  # died before its first checkpoint
+    (root / "main" / finals[2].name / "metrics.jsonl").write_text("")
     commands = [shlex.split(c) for c in dry_run(root, capsys)]
     assert len(commands) == 50 - 1
     by_out = {flag(a, "--out")[0]: a for a in commands}
-    assert "--resume" in by_out[str(root / "main" / finals[0].name)]
+    first, third = by_out[str(root / "main" / finals[0].name)], by_out[str(root / "main" / finals[2].name)]
+    assert "--resume" in first and "--overwrite" not in first
+    assert "--overwrite" in third and "--resume" not in third
+    assert not {"--resume", "--overwrite"} & set(by_out[str(root / "main" / finals[3].name)])
     assert str(root / "main" / finals[1].name) not in by_out
 
 
