@@ -250,6 +250,16 @@ def _pm(mean: float, std: float) -> str:
     return f"{mean:.2f} ± {std:.2f}" if math.isfinite(std) else f"{mean:.2f}"
 
 
+def train_speed(root: Path, run: Run, summary: dict) -> float:
+    """Training images/s of a finished run: the mean of the train CLI's per-epoch rates in metrics.jsonl (they
+    survive a resume, while summary.json's train_seconds restarts with the process), else images × epochs /
+    train_seconds."""
+    path = root / run.phase / run.name / "metrics.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    rates = [r["images_per_s"] for r in records if r.get("kind") == "epoch" and r.get("images_per_s")]
+    return statistics.mean(rates) if rates else run.train_images * summary["epochs_done"] / summary["train_seconds"]
+
+
 def group_rows(root: Path, runs: list[Run], keys: tuple[str, ...]) -> list[dict]:
     """One row per distinct `keys` of the finished runs: test accuracy (%) over seeds, parameters, images/s."""
     groups: dict[tuple, list[tuple[Run, dict]]] = {}
@@ -260,7 +270,7 @@ def group_rows(root: Path, runs: list[Run], keys: tuple[str, ...]) -> list[dict]
     rows = []
     for key, members in groups.items():
         accuracy = [100 * s["test_accuracy"] for _, s in members]
-        speed = [r.train_images * s["epochs_done"] / s["train_seconds"] for r, s in members]
+        speed = [train_speed(root, r, s) for r, s in members]
         rows.append({**dict(zip(keys, key, strict=True)), "accuracy": mean_std(accuracy), "n": len(members),
                      "per_seed": accuracy, "parameters": members[0][1]["parameters"],
                      "images_per_s": statistics.mean(speed)})

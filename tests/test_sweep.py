@@ -154,7 +154,17 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
         acc = 0.80 + 0.01 * lab["seed"] + (0.05 if lab["mixer"] == "ssog" else 0)
         accuracy.setdefault((run.phase, lab["depth"], lab["mixer"]), []).append(100 * acc)
         write_summary(root, run, test_accuracy=acc, train_seconds=100.0 + lab["seed"])
+    # A run with per-epoch rates in metrics.jsonl (e.g. resumed: train_seconds counts only the last process).
+    patch2_sdpa = next(r for r in finals if r.phase == "patch2" and r.labels["mixer"] == "sdpa"
+                       and r.labels["seed"] == 0)
+    records = [{"kind": "step", "images_per_s": 1.0}, {"kind": "epoch", "images_per_s": 30.0},
+               {"kind": "epoch", "images_per_s": 50.0}]
+    (root / "patch2" / patch2_sdpa.name / "metrics.jsonl").write_text("\n".join(map(json.dumps, records)) + "\n")
+    expected_patch2 = statistics.mean([40.0, *(60_000 * 8 / (100.0 + s) for s in (1, 2))])
     text = sweep.report(root, tuning, finals)
+    patch2_table = text.split("## 28², patch 2")[1].split("## ")[0]
+    patch2_sdpa_line = next(line for line in patch2_table.splitlines() if line.startswith("| discrete | sdpa |"))
+    assert patch2_sdpa_line.strip("|").split("|")[7].strip() == f"{expected_patch2:.0f}"
     rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in text.splitlines()
             if line.startswith("| ode ") or line.startswith("| discrete ")}
     values = accuracy[("main", "ode", "ssog")]
