@@ -179,3 +179,19 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
     assert rows[("ode", "sdpa")].split("|")[4].strip() == "—"
     assert "## 28², patch 2 (14×14 tokens)" in text and "## Tuning" in text
     assert text.count("| discrete |") == 4 + 4 + 2  # main, patch 2, horizon
+
+
+def test_a_real_train_run_goes_through_the_executor_and_the_report(tmp_path):
+    from test_data import fabricate_fashion_mnist
+
+    fabricate_fashion_mnist(tmp_path, n_train=16, n_test=8)
+    run = sweep.Run("main", "discrete/ssog/s0", [*sweep.model_argv("ssog", "discrete", 4, tmp_path), "--epochs", "1",
+                                                 "--batch-size", "8", "--seed", "0"],
+                    16, {"mixer": "ssog", "depth": "discrete", "patch": 4, "seed": 0})
+    root = tmp_path / "runs"
+    assert sweep.execute(root, [run], 1, False, lambda line: None) == 0
+    summary = sweep.read_summary(root, run)
+    assert summary["dataset"] == "fashion-mnist" and summary["epochs_done"] == 1
+    [row] = sweep.group_rows(root, [run], ("depth", "mixer"))
+    assert row["n"] == 1 and row["accuracy"][0] == pytest.approx(100 * summary["test_accuracy"])
+    assert row["parameters"] == summary["parameters"] and row["images_per_s"] > 0
