@@ -46,7 +46,7 @@ SSOG_MIXERS = ("ssog", "ssog-steered")
 # ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks).
 DEPTHS = {"discrete": [], "looped": [], "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
-PATCH2_EPOCHS = 3  # 196 tokens cost 5–7× more per image (docs/results/accuracy_plan.md)
+PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_plan.md)
 # The tuning grid per mixer; each mixer gets the same number of trials drawn from its own grid.
 SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
