@@ -20,6 +20,7 @@ import functools
 import gzip
 import hashlib
 import io
+import math
 import pickle
 import tarfile
 import zlib
@@ -324,7 +325,7 @@ def _read_idx(path: Path, ndim: int) -> np.ndarray:
     if len(blob) < header:
         raise ValueError(f"{path}: truncated idx header ({len(blob)} bytes, expected {header})")
     shape = tuple(int(n) for n in np.frombuffer(blob, dtype=">u4", count=ndim, offset=4))
-    expected = header + int(np.prod(shape))
+    expected = header + math.prod(shape)  # Python ints: a foreign header cannot overflow
     if len(blob) != expected:
         raise ValueError(f"{path}: {len(blob)} bytes after decompression, but its header {shape} needs {expected} "
                          f"({'truncated' if len(blob) < expected else 'trailing data'})")

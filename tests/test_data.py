@@ -224,7 +224,7 @@ def test_fashion_mnist_reads_the_idx_format(tmp_path):
         data.fashion_mnist("validation", tmp_path)
 
 
-@pytest.mark.parametrize("case", ["not gzip", "truncated gzip", "truncated payload", "trailing data",
+@pytest.mark.parametrize("case", ["not gzip", "truncated gzip", "truncated payload", "huge header", "trailing data",
                                   "wrong magic", "wrong dtype", "wrong image size", "count mismatch", "bad label"])
 def test_fashion_mnist_bad_files_name_the_file(tmp_path, case):
     fabricate_fashion_mnist(tmp_path)
@@ -240,6 +240,10 @@ def test_fashion_mnist_bad_files_name_the_file(tmp_path, case):
     elif case == "truncated payload":
         write_idx(images_path, images, trim=1)
         match = "truncated"
+    elif case == "huge header":  # 2³²−1 per dimension: the size must not overflow into a plausible value
+        with gzip.open(images_path, "wb") as f:
+            f.write(bytes([0, 0, 8, 3]) + struct.pack(">3I", *[2 ** 32 - 1] * 3) + bytes(100))
+        match = "needs 79228162458924105385300197391 .truncated"
     elif case == "trailing data":
         with gzip.open(labels_path, "wb") as f:
             f.write(bytes([0, 0, 8, 1]) + struct.pack(">I", 20) + bytes(21))
