@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and num_classes follow the data set unless set")
     d = p.add_argument_group("data")
     d.add_argument("--dataset", default="mnist5k", choices=datasets.DATASETS)
-    d.add_argument("--data-dir", default="data", help="folder holding cifar-100-python.tar.gz or cifar-100-python/")
+    d.add_argument("--data-dir", default=None,
+                   help="data folder (default: the data set's own: cifar100 'data', holding cifar-100-python.tar.gz "
+                        "or cifar-100-python/; fashion-mnist the Debian package's folder)")
     d.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                    help="training augmentation (default: cifar100 crop+flip on, mnist5k off)")
     _add_config_flags(p.add_argument_group("training"))
@@ -132,7 +134,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.export:
         folder.check_creatable(Path(args.export).parent, "--export folder")
     overrides = dict(args.overrides)
-    image_size = overrides.get("image_size", PRESETS[args.preset]["image_size"])
+    image_size = overrides.get("image_size", PRESETS[args.preset]["image_size"])  # images resized to the model's
     train_set = datasets.load_dataset(args.dataset, "train", args.data_dir, image_size, args.augment)
     test_set = datasets.load_dataset(args.dataset, "test", args.data_dir, image_size)
     overrides.setdefault("in_chans", train_set.image_shape[0])
