@@ -66,7 +66,7 @@ def operator_cases() -> list[dict]:
     return cases
 
 
-def make_inputs(case: dict, device=DEVICE, seed: int = 0) -> list[torch.Tensor]:
+def make_inputs(case: dict, seed: int = 0) -> list[torch.Tensor]:
     """(v, mu, sigma, amp): v token-major as a mixer makes it ((B, N, heads, d) seen as (B, heads, N, d)),
     offsets over ±3 tokens, widths 0.4…3 tokens, amplitudes ~N(0, 1); parameters float32."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -78,7 +78,20 @@ def make_inputs(case: dict, device=DEVICE, seed: int = 0) -> list[torch.Tensor]:
     sigma = torch.rand(*shape, 2, generator=gen) * 2.6 + 0.4
     amp = torch.randn(*shape, generator=gen)
     dtype = DTYPES[case["dtype"]]
-    return [v.to(device, dtype)] + [t.to(device) for t in (mu, sigma, amp)]
+    return [v.to(DEVICE, dtype)] + [t.to(DEVICE) for t in (mu, sigma, amp)]
+
+
+# The columns of each section's CSV and table (a failed case fills the label and `error`).
+LABEL = ["B", "grid", "heads", "d", "kind", "dtype"]
+COLUMNS = {
+    "checks": LABEL + ["y", "dv", "dmu", "dsigma", "damp", "worst", "worst_frobenius", "ok", "error"],
+    "operator": LABEL + ["fwd_col_ms", "fwd_row_ms", "bwd_row_ms", "bwd_col_ms", "triton_fwd_ms", "triton_fwdbwd_ms",
+                         "pred_fwd_ms", "pred_fwd_bound", "fwd_vs_pred", "pred_bwd_ms", "pred_bwd_bound", "bwd_vs_pred",
+                         "torch_fwd_ms", "torch_fwdbwd_ms", "sdpa", "sdpa_fwd_ms", "sdpa_fwdbwd_ms",
+                         "flash_pred_fwd_ms", "flash_pred_fwdbwd_ms", "error"],
+    "model": ["model", "mixer", "mixer_heads", "resolution", "B", "amp", "infer_ms", "train_step_ms",
+              "images_per_s_train", "peak_mem_gb", "error"],
+}
 
 
 def _label(case: dict) -> dict:
@@ -111,10 +124,11 @@ def check_case(case: dict) -> dict:
         row[name] = f"{err:.2e}"
         worst, worst_fro = max(worst, err), max(worst_fro, fro)
     ok = worst <= TOLERANCE[case["dtype"]]  # NaN compares False: a NaN fails
-    return {**row, "worst": f"{worst:.2e}", "worst_frobenius": f"{worst_fro:.2e}", "ok": ok}
+    return {**row, "worst": f"{worst:.2e}", "worst_frobenius": f"{worst_fro:.2e}", "ok": ok}  # strings: kept as is
 
 
-def time_case(case: dict) -> dict:
+def time_case(case: dict, row: dict) -> None:
+    """Fills row with the timings of one case as they are measured (a later failure keeps the earlier ones)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -130,7 +144,6 @@ def time_case(case: dict) -> dict:
     inputs = make_inputs(case)
     dy = torch.randn(inputs[0].shape, device=DEVICE, dtype=dtype)
     ms = lambda fn: cuda_time_ms(fn, min_repeats=10, min_seconds=0.1)
-    row = {}
 
     # Each kernel on its own, on the tensors the operator would pass it.
     v, mu, sigma, amp = inputs
@@ -160,15 +173,7 @@ def time_case(case: dict) -> dict:
 
         return fwd, ms(step)
 
-    row["triton_fwd_ms"], row["triton_fwdbwd_ms"] = pair(lambda *t: ops.ssog(*t, grid, backend="triton"), inputs)
-    row["torch_fwd_ms"], row["torch_fwdbwd_ms"] = pair(
-        lambda v_, *p: ssog_reference(v_, *(t.to(dtype) for t in p), grid), inputs)
-    backend = SDPBackend.FLASH_ATTENTION if dtype == torch.bfloat16 else SDPBackend.EFFICIENT_ATTENTION
-    qkv = [torch.randn(batch, heads, n, d, device=DEVICE, dtype=dtype) for _ in range(3)]
-    with sdpa_kernel(backend):
-        row["sdpa_fwd_ms"], row["sdpa_fwdbwd_ms"] = pair(F.scaled_dot_product_attention, qkv)
     row["sdpa"] = "flash" if dtype == torch.bfloat16 else "efficient"
-
     size = 2 if dtype == torch.bfloat16 else 4
     fwd = rf.roofline(batch, heads, grid, d, ATOMS, steered=case["steered"], dtype_bytes=size)
     bwd = rf.roofline(batch, heads, grid, d, ATOMS, steered=case["steered"], dtype_bytes=size, backward=True)
@@ -179,10 +184,16 @@ def time_case(case: dict) -> dict:
                flash_pred_fwd_ms=1e3 * rf.flash_estimate(batch, heads, n, d),
                flash_pred_fwdbwd_ms=1e3 * (rf.flash_estimate(batch, heads, n, d)
                                            + rf.flash_estimate(batch, heads, n, d, backward=True)))
-    return {k: f"{v:.4g}" if isinstance(v, float) else v for k, v in row.items()}
+    row["triton_fwd_ms"], row["triton_fwdbwd_ms"] = pair(lambda *t: ops.ssog(*t, grid, backend="triton"), inputs)
+    row["torch_fwd_ms"], row["torch_fwdbwd_ms"] = pair(
+        lambda v_, *p: ssog_reference(v_, *(t.to(dtype) for t in p), grid), inputs)
+    backend = SDPBackend.FLASH_ATTENTION if dtype == torch.bfloat16 else SDPBackend.EFFICIENT_ATTENTION
+    qkv = [torch.randn(batch, heads, n, d, device=DEVICE, dtype=dtype) for _ in range(3)]
+    with sdpa_kernel(backend):
+        row["sdpa_fwd_ms"], row["sdpa_fwdbwd_ms"] = pair(F.scaled_dot_product_attention, qkv)
 
 
-def model_case(mixer: str, resolution: int, batch: int) -> dict:
+def model_case(mixer: str, resolution: int, batch: int, row: dict) -> None:
     from ssog_lab.bench import cuda_time_ms
     from ssog_lab.models import build_model
 
@@ -202,19 +213,18 @@ def model_case(mixer: str, resolution: int, batch: int) -> dict:
         loss.backward()
         optimizer.step()
 
-    infer_ms = cuda_time_ms(infer, min_repeats=5, min_seconds=0.2)
-    train_ms = cuda_time_ms(train_step, min_repeats=5, min_seconds=0.2)
-    heads = model.config.mixer_heads
-    return {"infer_ms": f"{infer_ms:.4g}", "train_step_ms": f"{train_ms:.4g}",
-            "images_per_s_train": f"{1e3 * batch / train_ms:.4g}", "mixer_heads": heads,
-            "peak_mem_gb": f"{torch.cuda.max_memory_allocated() / 2**30:.2f}"}
+    row["mixer_heads"] = model.config.mixer_heads
+    row["infer_ms"] = cuda_time_ms(infer, min_repeats=5, min_seconds=0.2)
+    row["train_step_ms"] = cuda_time_ms(train_step, min_repeats=5, min_seconds=0.2)
+    row["images_per_s_train"] = 1e3 * batch / row["train_step_ms"]
+    row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
 
 
 class Writer:
     """Appends each row to OUT/name.csv and to OUT/report.md the moment it exists."""
 
     def __init__(self, out: Path):
-        self.out, self.headers = out, {}
+        self.out, self.started = out, set()
         self.report = out / "report.md"
 
     def note(self, text: str) -> None:
@@ -222,26 +232,29 @@ class Writer:
             f.write(text + "\n")
 
     def row(self, name: str, row: dict) -> None:
-        path = self.out / f"{name}.csv"
-        if name not in self.headers:  # a section's first row fixes its columns (failures fill what they lack)
-            self.headers[name] = list(row)
+        path, columns = self.out / f"{name}.csv", COLUMNS[name]
+        if name not in self.started:
+            self.started.add(name)
             with open(path, "w", newline="") as f:
-                csv.DictWriter(f, fieldnames=self.headers[name]).writeheader()
-            self.note(f"\n## {name}\n\n| {' | '.join(self.headers[name])} |\n|{'---|' * len(self.headers[name])}")
+                csv.DictWriter(f, fieldnames=columns).writeheader()
+            self.note(f"\n## {name}\n\n| {' | '.join(columns)} |\n|{'---|' * len(columns)}")
         with open(path, "a", newline="") as f:
-            csv.DictWriter(f, fieldnames=self.headers[name], extrasaction="ignore", restval="").writerow(row)
-        self.note("| " + " | ".join(str(row.get(k, "")) for k in self.headers[name]) + " |")
+            csv.DictWriter(f, fieldnames=columns, extrasaction="ignore", restval="").writerow(row)
+        self.note("| " + " | ".join(str(row.get(k, "")) for k in columns) + " |")
 
 
 def run_guarded(fn, label: dict) -> dict:
-    """fn() merged into label; an exception becomes the row's error column (the run goes on)."""
+    """The row fn(row) fills in, starting from label; an exception becomes its error column, keeping what was
+    measured before it (the run goes on). Floats are written with 4 significant digits."""
+    row = dict(label, error="")
     try:
-        return {**label, **fn(), "error": ""}
+        fn(row)
     except Exception as exc:  # noqa: BLE001  (any failure of one case is recorded, not fatal)
         traceback.print_exc()
-        return {**label, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     finally:
         torch.cuda.empty_cache()
+    return {k: f"{v:.4g}" if isinstance(v, float) else v for k, v in row.items()}
 
 
 def _compile_counter() -> collections.Counter:
@@ -304,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in [c for c in cases if c["section"] == "check"]:
         if out_of_time():
             break
-        row = run_guarded(lambda c=case: check_case(c), _label(case))
+        row = run_guarded(lambda r, c=case: r.update(check_case(c)), _label(case))
         all_ok &= row.get("ok") is True
         writer.row("checks", row)
         print("check", row, flush=True)
@@ -313,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             if out_of_time():
                 break
             torch.cuda.reset_peak_memory_stats()
-            row = run_guarded(lambda m=mixer, r=resolution, b=batch: model_case(m, r, b),
+            row = run_guarded(lambda r, m=mixer, res=resolution, b=batch: model_case(m, res, b, r),
                               {"model": "vit-tiny", "mixer": mixer, "resolution": resolution, "B": batch,
                                "amp": "bf16"})
             writer.row("model", row)
@@ -321,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in [c for c in cases if c["section"] == "time"]:
         if out_of_time():
             break
-        row = run_guarded(lambda c=case: time_case(c), _label(case))
+        row = run_guarded(lambda r, c=case: time_case(c, r), _label(case))
         writer.row("operator", row)
         print("time", row, flush=True)
     if out_of_time():
