@@ -93,6 +93,7 @@ CASES = {
     "fixed-tiny-sigma": (1, 2, (4, 5), 8, 4, False, {"tiny_sigma": True, "mu_shift": 0.3}),
     "steered-tiny-sigma": (1, 1, (5, 4), 8, 4, True, {"tiny_sigma": True, "mu_shift": 0.3}),
     "steered-huge-sigma": (1, 1, (5, 6), 8, 2, True, {"sigma_scale": 1e3}),
+    "steered-wide-d-padded-lines": (1, 1, (3, 5), 40, 2, True, {}),  # BLOCK_D 64, BLOCK_L 32 > L
 }
 
 
@@ -292,7 +293,7 @@ for fn in (tk._stage_forward_kernel, tk._stage_backward_kernel):
     names = fn.arg_names
     for dtype, itemsize, precision in (("fp32", 4, "tf32x3"), ("bf16", 2, "tf32")):
         for length, d in [tuple(map(int, s.split("x"))) for s in sys.argv[1:]]:
-            block_l, block_d = tk.line_blocks(length, d)
+            block_l, block_d = tk.line_blocks(length, d, itemsize)
             for stage in STAGES[fn.__name__]:
                 for block_i, warps in tk.gpu_configs(length, d, itemsize):
                     consts = {**stage, "PRECISION": precision, "BLOCK_I": block_i, "BLOCK_L": block_l,

@@ -12,7 +12,8 @@ this prediction so that they can be confirmed or refuted.
 
 Stage glossary: stage 1 = column mixing (G_col along each row, parameters [..., 1]); stage 2 = row mixing (G_row
 and α along each column, parameters [..., 0]). Weights are built for whole padded tiles: BLOCK_L (the power of
-two ≥ the line length, at least 16) sources for each query, BLOCK_D ≥ d channels in the dots.
+two ≥ the line length, at least 16; 32 for float32 with d > 32) sources for each query, BLOCK_D ≥ d channels in
+the dots.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ H200 = Peaks("NVIDIA H200 SXM", 4.3e12, {"float32": 67e12, "bfloat16": 790e12}, 
              4 * 32 * _SM_CLOCKS)
 
 # Lane-instructions per Gaussian weight (estimates of the inner loops, to be checked against measurements):
-# forward: u, exponent (FFMA, FMUL), tail select (FSETP, FSEL), exp2 (MUFU plus the non-FTZ fix-up, 3), bf16 pack,
-# row sum, address/layout overhead ≈ 12; backward: the weight again (≈ 9), normalize and α (2), two casts, five
+# forward: u, exponent (FFMA, FMUL), tail select (FSETP, FSEL), exp2 (one flush-to-zero MUFU.EX2), bf16 pack,
+# row sum, layout and address overhead ≈ 12; backward: the weight again (≈ 9), normalize and α (2), two casts, five
 # products and five row sums (10) ≈ 30. The float32 "ieee" dots add one FFMA per multiply-add on top.
 INSTR_PER_WEIGHT_FWD, INSTR_PER_WEIGHT_BWD = 12, 30
 # FP32 vector FLOPs per weight (outside the dots): the exponent and the sum; the backward's Jacobian sums.
@@ -81,9 +82,9 @@ class Roofline:
         return self.flops / self.bytes
 
 
-def _block(n: int) -> int:
-    """The kernels' tile extent for n: the next power of two, at least 16."""
-    return max(16, 1 << max(0, n - 1).bit_length())
+def _block(n: int, shortest: int = 16) -> int:
+    """The kernels' tile extent for n: the next power of two, at least `shortest`."""
+    return max(shortest, 1 << max(0, n - 1).bit_length())
 
 
 def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms: int, *, steered: bool,
@@ -97,8 +98,9 @@ def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms
     del d_blocks
     height, width = grid
     n, bh, d, m = height * width, batch * heads, head_dim, atoms
+    shortest = 32 if dtype_bytes == 4 and _block(d) >= 64 else 16  # as `triton_kernel.line_blocks`
     # Weights built: stage 1 (column mixing) H lines of W queries × BLOCK_L(W) sources; stage 2 W lines of H.
-    weights = bh * m * (height * width * _block(width) + width * height * _block(height))
+    weights = bh * m * n * (_block(width, shortest) + _block(height, shortest))
     flops = 2 * weights * _block(d)  # one dot per weight tile: e @ x (forward)
     params = 4 * (bh * n * m if steered else heads * m)  # one float32 parameter field of one stage
     stats = 4 * bh * n * m  # one float32 per (token, atom): a normalizer or one gradient field

@@ -15,7 +15,7 @@ of the quadratic logit over the line is known in closed form — at the grid pos
 broadcast over batch and tokens with stride 0, so the same kernels serve both forms.
 
 Two kernels, one program per (batch·head, line, …), the whole line of L ≤ MAX_LINE positions in one tile
-(BLOCK_L = next power of two ≥ L), so the N×L weights live only in registers and are built once:
+(BLOCK_L = a power of two ≥ L, `line_blocks`), so the N×L weights live only in registers and are built once:
 
 1. `_stage_forward_kernel`  — one program per (batch·head, line, block of BLOCK_I query positions): for each atom,
    the unnormalized weights e (BLOCK_I, BLOCK_L), Σ_j e_ij x_j as one `tl.dot` and Σ_j e_ij as a row sum in the
@@ -66,6 +66,10 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # resolution of a sum ≥ 1; it also keeps exp2 away from subnormals).
 TAIL_LOG2_CUTOFF = tl.constexpr(-50.0)
 LOG2E = tl.constexpr(1.4426950408889634)
+# On a GPU, exp2 as the flush-to-zero `ex2.approx.ftz.f32`: its inputs are ≥ TAIL_LOG2_CUTOFF where used, so
+# no subnormal can occur, and it saves the 3 instructions of the subnormal fix-up that plain `tl.exp2` emits
+# around MUFU.EX2. The interpreter has no PTX, and runs `tl.exp2`.
+FTZ_EXP2 = tl.constexpr(not INTERPRET)
 # Source position given to the padding columns beyond a line: u ≈ 1e6 puts their exponent below the cutoff for
 # any σ < 1e5 tokens, and a·u² stays finite in float32 for any σ > 1e-12.
 FAR = tl.constexpr(1.0e6)
@@ -105,7 +109,12 @@ def _weights(u, a, b):
     """e = 2^(u·(a·u + b)), exactly 1 at the mode (u = 0) and exactly 0 below TAIL_LOG2_CUTOFF; u (BLOCK_I,
     BLOCK_L) = j − j*, a and b (BLOCK_I, 1)."""
     exponent = u * (a * u + b)
-    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, tl.exp2(exponent))
+    if FTZ_EXP2:
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [exponent], dtype=tl.float32,
+                                      is_pure=True, pack=1)
+    else:
+        e = tl.exp2(exponent)
+    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, e)
 
 
 @triton.jit
@@ -284,18 +293,21 @@ READING_ORDER = ("_mode", "_atom", "_weights", "_line_sources", "_line_base", "_
 _TILE_CONFIGS = ((16, 4), (16, 8), (32, 8), (64, 8))
 
 
-def line_blocks(length: int, d: int) -> tuple[int, int]:
-    """(BLOCK_L, BLOCK_D): the powers of two ≥ the line length and ≥ d, at least 16 (tl.dot's smallest tile)."""
-    return max(16, triton.next_power_of_2(length)), max(16, triton.next_power_of_2(d))
+def line_blocks(length: int, d: int, itemsize: int) -> tuple[int, int]:
+    """(BLOCK_L, BLOCK_D): the powers of two ≥ the line length and ≥ d, at least 16 (tl.dot's smallest tile);
+    BLOCK_L at least 32 for float32 with d > 32, where 16-long lines make the backward kernel spill registers."""
+    block_d = max(16, triton.next_power_of_2(d))
+    shortest = 32 if itemsize == 4 and block_d >= 64 else 16
+    return max(shortest, triton.next_power_of_2(length)), block_d
 
 
 def gpu_configs(length: int, d: int, itemsize: int) -> list[tuple[int, int]]:
     """The (BLOCK_I, num_warps) configs the GPU autotuner tries for a line of `length`, head dim d and values of
-    `itemsize` bytes: no tile taller than the line (padding rows only waste work); float32 lines of 64×32 (line ×
-    channel) elements or more only (16, 8), which holds the 3×TF32 dot operands without spilling. Each config is
-    one compilation per kernel variant."""
-    block_l, block_d = line_blocks(length, d)
-    if itemsize == 4 and block_l * block_d >= 32 * 64:
+    `itemsize` bytes: no tile taller than the line (padding rows only waste work); float32 with d > 32 or lines
+    of 64×32 (line × channel) elements or more only (16, 8), which holds the 3×TF32 dot operands without
+    spilling. Each config is one compilation per kernel variant."""
+    block_l, block_d = line_blocks(length, d, itemsize)
+    if itemsize == 4 and (block_d >= 64 or block_l * block_d >= 64 * 32):
         return [(16, 8)]
     return [(bi, w) for bi, w in _TILE_CONFIGS if bi <= block_l and (bi, w) != (16, 8)]
 
@@ -394,7 +406,7 @@ def stage_forward(stage: Stage, x: Tensor, out: Tensor, params: StageParams, hea
     atoms); returns the normalizers 1/Σ_j e_ij, (B, heads, H, W, M) float32."""
     batch, d, atoms = x.shape[0], x.shape[-1], params.mu.shape[-1]
     norm = torch.empty(batch, heads, *stage.grid, atoms, device=x.device, dtype=torch.float32)
-    block_l, block_d = line_blocks(stage.length, d)
+    block_l, block_d = line_blocks(stage.length, d, x.element_size())
     amp = params.amp if params.amp is not None else params.mu  # unread when HAS_AMP is False
     grid = lambda meta: (batch * heads, stage.lines, triton.cdiv(stage.length, meta["BLOCK_I"]))
     args = (x, out, norm, params.mu, params.sigma, amp, heads, stage.length, atoms, d,
@@ -412,7 +424,7 @@ def stage_backward(stage: Stage, dout: Tensor, x: Tensor, dx: Tensor, norm: Tens
     gradients (dμ, dσ, dα) of the stage, (B, heads, H, W, M, 3) float32 (dα is unwritten where the stage has no α)."""
     batch, d, atoms = x.shape[0], x.shape[-1], params.mu.shape[-1]
     grads = torch.empty(batch, heads, *stage.grid, atoms, 3, device=x.device, dtype=torch.float32)
-    block_l, block_d = line_blocks(stage.length, d)
+    block_l, block_d = line_blocks(stage.length, d, x.element_size())
     amp = params.amp if params.amp is not None else params.mu
     args = (dout, x, dx, norm, params.mu, params.sigma, amp, grads, heads, stage.length, atoms, d,
             *stage.strides(dout), *stage.strides(x), *stage.strides(dx), *stage.strides(norm),
