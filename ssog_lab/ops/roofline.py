@@ -2,8 +2,8 @@
 
     roofline(batch, heads, grid, head_dim, atoms, steered=True, dtype_bytes=2) -> Roofline (seconds per resource)
 
-Five ceilings, each the time one resource alone would need for one call: DRAM bytes, tensor-core (or, for
-float32 "ieee" dots, FP32-core) FLOPs, FP32 vector FLOPs, exponentials on the special-function units, and
+Five ceilings, each the time one resource alone would need for one call: DRAM bytes, tensor-core FLOPs
+(float32 dots as three TF32 products), FP32 vector FLOPs, exponentials on the special-function units, and
 *issued instructions*. The last is the one that binds these kernels: every Gaussian weight costs a handful of
 instructions (its exponent, the tail select, exp2, the bf16 pack, the row sum; the backward pass adds the five
 Jacobian products and sums), each issued once per lane, and an SM issues 4 warp-instructions per clock. The
@@ -27,25 +27,25 @@ class Peaks:
 
     name: str
     bandwidth: float  # DRAM bytes per second
-    dot_flops: dict  # {"float32": FLOP/s of tl.dot with input_precision="ieee", "bfloat16": tensor-core FLOP/s}
+    dot_flops: dict  # {"float32": FLOP/s of tl.dot as 3×TF32, "bfloat16": tensor-core FLOP/s}
     fp32_flops: float  # CUDA-core FP32 FLOP/s (an FFMA is 2 FLOPs)
     exps: float  # exponentials per second (special-function units)
     issue: float = 0.0  # lane-instructions per second: warp-instructions/clock/SM × 32 × SMs × clock
 
 
 # NVIDIA H200 SXM: 4.3 TB/s measured device-to-device copy (4.8 on the data sheet), 790 TFLOP/s bf16 measured
-# (989 data sheet), 67 TFLOP/s FP32; exp: 16 MUFU ops per clock per SM; issue: 4 warp-instructions per clock
-# per SM; 132 SMs at 1.98 GHz.
+# (989 data sheet), TF32 half of that and a float32 dot three TF32 products (3×TF32), 67 TFLOP/s FP32; exp: 16
+# MUFU ops per clock per SM; issue: 4 warp-instructions per clock per SM; 132 SMs at 1.98 GHz.
 _SM_CLOCKS = 132 * 1.98e9
-H200 = Peaks("NVIDIA H200 SXM", 4.3e12, {"float32": 67e12, "bfloat16": 790e12}, 67e12, 16 * _SM_CLOCKS,
+H200 = Peaks("NVIDIA H200 SXM", 4.3e12, {"float32": 790e12 / 2 / 3, "bfloat16": 790e12}, 67e12, 16 * _SM_CLOCKS,
              4 * 32 * _SM_CLOCKS)
 
 # Lane-instructions per Gaussian weight (estimates of the inner loops, to be checked against measurements):
-# forward: u, exponent (FFMA, FMUL), tail select (FSETP, FSEL), exp2 (one flush-to-zero MUFU.EX2), bf16 pack,
-# row sum, layout and address overhead ≈ 12; backward: the weight again (≈ 9), normalize and α (2), two casts, five
-# products and five row sums (10) ≈ 30. The float32 "ieee" dots add one FFMA per multiply-add on top.
-INSTR_PER_WEIGHT_FWD, INSTR_PER_WEIGHT_BWD = 12, 30
+# forward: u, exponent (FFMA, FMUL), tail select (FSETP, FSEL), exp2 (MUFU.EX2 plus a 3-instruction subnormal
+# fix-up), bf16 pack, row sum, layout and address overhead ≈ 12; backward: the weight again (≈ 9), normalize and
+# α (2), two casts, five products and five row sums (10) ≈ 30. Float32 adds the 3×TF32 operand splits (≈ 4).
 # FP32 vector FLOPs per weight (outside the dots): the exponent and the sum; the backward's Jacobian sums.
+INSTR_PER_WEIGHT_FWD, INSTR_PER_WEIGHT_BWD, INSTR_PER_WEIGHT_FP32 = 12, 30, 4
 _WEIGHT_FLOPS, _GRAD_SUM_FLOPS = 5, 12
 
 
@@ -57,10 +57,10 @@ class Roofline:
     flops: float  # FLOPs inside tl.dot (2 per multiply-add, padded tiles)
     vector_flops: float  # FP32 FLOPs outside tl.dot
     exps: float  # exponentials (one per weight built)
-    instructions: float  # issued lane-instructions (weights × per-weight count, plus FFMA dots for float32)
+    instructions: float  # issued lane-instructions (weights × per-weight count)
     t_memory: float  # bytes / bandwidth
     t_dot: float  # dot FLOPs / dot peak of the dtype
-    t_fp32: float  # CUDA-core time: vector FLOPs, plus the dots themselves for float32 ("ieee" runs there)
+    t_fp32: float  # CUDA-core time of the vector FLOPs
     t_exp: float  # exps / exp rate
     t_issue: float = 0.0  # instructions / issue rate
 
@@ -119,8 +119,8 @@ def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms
         per_weight = INSTR_PER_WEIGHT_BWD
     dtype = "bfloat16" if dtype_bytes == 2 else "float32"
     t_dot = flops / peaks.dot_flops[dtype]
-    t_fp32 = vector / peaks.fp32_flops + (t_dot if dtype == "float32" else 0.0)
-    instructions = per_weight * weights + (flops / 2 if dtype == "float32" else 0.0)
+    t_fp32 = vector / peaks.fp32_flops
+    instructions = (per_weight + (INSTR_PER_WEIGHT_FP32 if dtype == "float32" else 0)) * weights
     t_issue = instructions / peaks.issue if peaks.issue else 0.0
     return Roofline(bytes_, flops, vector, weights, instructions, bytes_ / peaks.bandwidth, t_dot, t_fp32,
                     weights / peaks.exps, t_issue)

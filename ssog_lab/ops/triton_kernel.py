@@ -66,10 +66,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # resolution of a sum ≥ 1; it also keeps exp2 away from subnormals).
 TAIL_LOG2_CUTOFF = tl.constexpr(-50.0)
 LOG2E = tl.constexpr(1.4426950408889634)
-# On a GPU, exp2 as the flush-to-zero `ex2.approx.ftz.f32`: its inputs are ≥ TAIL_LOG2_CUTOFF where used, so
-# no subnormal can occur, and it saves the 3 instructions of the subnormal fix-up that plain `tl.exp2` emits
-# around MUFU.EX2. The interpreter has no PTX, and runs `tl.exp2`.
-FTZ_EXP2 = tl.constexpr(not INTERPRET)
 # Source position given to the padding columns beyond a line: u ≈ 1e6 puts their exponent below the cutoff for
 # any σ < 1e5 tokens, and a·u² stays finite in float32 for any σ > 1e-12.
 FAR = tl.constexpr(1.0e6)
@@ -109,12 +105,7 @@ def _weights(u, a, b):
     """e = 2^(u·(a·u + b)), exactly 1 at the mode (u = 0) and exactly 0 below TAIL_LOG2_CUTOFF; u (BLOCK_I,
     BLOCK_L) = j − j*, a and b (BLOCK_I, 1)."""
     exponent = u * (a * u + b)
-    if FTZ_EXP2:
-        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [exponent], dtype=tl.float32,
-                                      is_pure=True, pack=1)
-    else:
-        e = tl.exp2(exponent)
-    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, e)
+    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, tl.exp2(exponent))
 
 
 @triton.jit
