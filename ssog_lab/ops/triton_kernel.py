@@ -308,18 +308,19 @@ def _prune(configs, named_args, **kwargs):
     return [c for c in configs if (c.kwargs["BLOCK_I"], c.num_warps) in keep]
 
 
-def _tuned(kernel):
-    """The kernel with BLOCK_I autotuned on GPU (pruned by `gpu_configs`), as is in the interpreter."""
+def _tuned(kernel, stage_flags: list[str]):
+    """The kernel with BLOCK_I autotuned on GPU (pruned by `gpu_configs`) per line length, d, atoms and stage
+    (the stage flags are constexprs: the two stages are different programs), as is in the interpreter."""
     if INTERPRET:
         return kernel
     configs = [triton.Config({"BLOCK_I": bi}, num_warps=w, num_stages=1) for bi, w in _TILE_CONFIGS]
-    return triton.autotune(configs, key=["L", "D", "M"], prune_configs_by={"early_config_prune": _prune},
+    return triton.autotune(configs, key=["L", "D", "M", *stage_flags], prune_configs_by={"early_config_prune": _prune},
                            cache_results=True)(kernel)
 
 
 _INTERP_BLOCK_I = 16
-forward_kernel = _tuned(_stage_forward_kernel)
-backward_kernel = _tuned(_stage_backward_kernel)
+forward_kernel = _tuned(_stage_forward_kernel, ["X_PER_ATOM", "SUM_ATOMS"])
+backward_kernel = _tuned(_stage_backward_kernel, ["X_PER_ATOM", "DX_SUM_ATOMS"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
