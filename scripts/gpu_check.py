@@ -85,7 +85,8 @@ def make_inputs(case: dict, seed: int = 0) -> list[torch.Tensor]:
 LABEL = ["B", "grid", "heads", "d", "kind", "dtype"]
 COLUMNS = {
     "checks": LABEL + ["y", "dv", "dmu", "dsigma", "damp", "worst", "worst_frobenius", "ok", "error"],
-    "operator": LABEL + ["fwd_col_ms", "fwd_row_ms", "bwd_row_ms", "bwd_col_ms", "triton_fwd_ms", "triton_fwdbwd_ms",
+    "operator": LABEL + ["fwd_col_ms", "pred_fwd_col_ms", "fwd_row_ms", "pred_fwd_row_ms", "bwd_row_ms",
+                         "pred_bwd_row_ms", "bwd_col_ms", "pred_bwd_col_ms", "triton_fwd_ms", "triton_fwdbwd_ms",
                          "pred_fwd_ms", "pred_fwd_bound", "fwd_vs_pred", "pred_bwd_ms", "pred_bwd_bound", "bwd_vs_pred",
                          "torch_fwd_ms", "torch_fwdbwd_ms", "sdpa", "sdpa_fwd_ms", "sdpa_fwdbwd_ms",
                          "flash_pred_fwd_ms", "flash_pred_fwdbwd_ms", "error"],
@@ -175,8 +176,11 @@ def time_case(case: dict, row: dict) -> None:
 
     row["sdpa"] = "flash" if dtype == torch.bfloat16 else "efficient"
     size = 2 if dtype == torch.bfloat16 else 4
-    fwd = rf.roofline(batch, heads, grid, d, ATOMS, steered=case["steered"], dtype_bytes=size)
-    bwd = rf.roofline(batch, heads, grid, d, ATOMS, steered=case["steered"], dtype_bytes=size, backward=True)
+    predict = lambda **kw: rf.roofline(batch, heads, grid, d, ATOMS, steered=case["steered"], dtype_bytes=size, **kw)
+    fwd, bwd = predict(), predict(backward=True)
+    for name, stage in (("col", 1), ("row", 2)):  # stage 1 = column mixing, stage 2 = row mixing
+        row[f"pred_fwd_{name}_ms"] = 1e3 * predict(stage=stage).time_s
+        row[f"pred_bwd_{name}_ms"] = 1e3 * predict(stage=stage, backward=True).time_s
     row.update(pred_fwd_ms=1e3 * fwd.time_s, pred_fwd_bound=fwd.bound, pred_bwd_ms=1e3 * bwd.time_s,
                pred_bwd_bound=bwd.bound,
                fwd_vs_pred=(row["fwd_col_ms"] + row["fwd_row_ms"]) / (1e3 * fwd.time_s),

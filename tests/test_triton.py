@@ -188,6 +188,18 @@ def test_roofline_counts_compulsory_traffic_and_issue():
     assert tk.roofline is rf.roofline and tk.Roofline is rf.Roofline and tk.H200 is rf.H200  # old names
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_roofline_of_the_two_stage_kernels_adds_up(backward):
+    kw = dict(steered=True, dtype_bytes=4, backward=backward)
+    whole = rf.roofline(2, 3, (5, 40), 64, 4, **kw)
+    col, row = (rf.roofline(2, 3, (5, 40), 64, 4, stage=k, **kw) for k in (1, 2))
+    for field in ("bytes", "flops", "exps", "instructions"):
+        assert getattr(col, field) + getattr(row, field) == pytest.approx(getattr(whole, field))
+    assert col.exps > row.exps  # stage 1 runs along the 40-long rows, stage 2 along the 5-long columns
+    with pytest.raises(ValueError, match="stage"):
+        rf.roofline(2, 3, (5, 40), 64, 4, stage=3, **kw)
+
+
 def test_flash_estimate_counts_four_n_squared_d():
     assert rf.flash_estimate(1, 1, 10, 4) == pytest.approx(4 * 100 * 4 / rf.FLASH_FWD_FLOPS)
 

@@ -88,35 +88,36 @@ def _block(n: int, shortest: int = 16) -> int:
 
 
 def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms: int, *, steered: bool,
-             dtype_bytes: int = 4, backward: bool = False, d_blocks: int = 1, peaks: Peaks = H200) -> Roofline:
+             dtype_bytes: int = 4, backward: bool = False, d_blocks: int = 1, peaks: Peaks = H200,
+             stage: int | None = None) -> Roofline:
     """Roofline estimate of the Triton SSoG forward (or backward) pass for the given shapes.
 
     dtype_bytes: bytes per element of V, Z, Y (4 float32, 2 bfloat16); parameters, normalizers and parameter
-    gradients are float32. d_blocks is accepted for compatibility and ignored: the kernels take all of d in one
-    tile, so each weight is built once per pass.
+    gradients are float32. stage: 1 (column mixing) or 2 (row mixing) for that stage's kernel alone, None for
+    both. d_blocks is accepted for compatibility and ignored: the kernels take all of d in one tile, so each
+    weight is built once per pass.
     """
     del d_blocks
+    if stage not in (None, 1, 2):
+        raise ValueError(f"stage must be 1, 2 or None, got {stage!r}")
     height, width = grid
     n, bh, d, m = height * width, batch * heads, head_dim, atoms
     shortest = 32 if dtype_bytes == 4 and _block(d) >= 64 else 16  # as `triton_kernel.line_blocks`
-    # Weights built: stage 1 (column mixing) H lines of W queries × BLOCK_L(W) sources; stage 2 W lines of H.
-    weights = bh * m * n * (_block(width, shortest) + _block(height, shortest))
-    flops = 2 * weights * _block(d)  # one dot per weight tile: e @ x (forward)
     params = 4 * (bh * n * m if steered else heads * m)  # one float32 parameter field of one stage
     stats = 4 * bh * n * m  # one float32 per (token, atom): a normalizer or one gradient field
-    data = bh * n * d * dtype_bytes
-    if not backward:
-        # Stage 1 reads V, (μ, σ), writes Z, 1/Σe; stage 2 reads Z, (μ, σ, α), writes Y, 1/Σe.
-        bytes_ = data * (2 + 2 * m) + 2 * stats + 5 * params
-        vector = _WEIGHT_FLOPS * weights
-        per_weight = INSTR_PER_WEIGHT_FWD
-    else:
-        # Stage 2 reads dY, Z, 1/Σe, (μ, σ, α), writes dZ, 3 gradient fields; stage 1 reads dZ, V, 1/Σe, (μ, σ),
-        # writes dV, 2 fields. Two dots per weight tile (the adjoint and ⟨dOut, x⟩).
-        bytes_ = data * (3 + 3 * m) + 2 * stats + 5 * stats + 5 * params
-        flops *= 2
-        vector = (_WEIGHT_FLOPS + _GRAD_SUM_FLOPS) * weights
-        per_weight = INSTR_PER_WEIGHT_BWD
+    data = bh * n * d * dtype_bytes  # one (B, heads, N, d) tensor
+    # Per stage: the line length (stage 1 = column mixing runs along rows: W; stage 2 along columns: H) and the
+    # compulsory bytes. Forward: stage 1 reads V, (μ, σ), writes Z, 1/Σe; stage 2 reads Z, (μ, σ, α), writes Y,
+    # 1/Σe. Backward: stage 2 reads dY, Z, 1/Σe, (μ, σ, α), writes dZ and 3 gradient fields; stage 1 reads dZ, V,
+    # 1/Σe, (μ, σ), writes dV and 2 fields.
+    per_stage = {1: (width, data * (1 + m) + stats + 2 * params, data * (2 + m) + 3 * stats + 2 * params),
+                 2: (height, data * (1 + m) + stats + 3 * params, data * (1 + 2 * m) + 4 * stats + 3 * params)}
+    stages = (1, 2) if stage is None else (stage,)
+    weights = sum(bh * m * n * _block(per_stage[k][0], shortest) for k in stages)  # queries × padded sources
+    bytes_ = sum(per_stage[k][2 if backward else 1] for k in stages)
+    flops = 2 * weights * _block(d) * (2 if backward else 1)  # e @ x; backward: the adjoint and ⟨dOut, x⟩
+    vector = (_WEIGHT_FLOPS + (_GRAD_SUM_FLOPS if backward else 0)) * weights
+    per_weight = INSTR_PER_WEIGHT_BWD if backward else INSTR_PER_WEIGHT_FWD
     dtype = "bfloat16" if dtype_bytes == 2 else "float32"
     t_dot = flops / peaks.dot_flops[dtype]
     t_fp32 = vector / peaks.fp32_flops
