@@ -9,8 +9,9 @@ as it is measured, each case in its own try/except so that a failure is a row an
    torch reference, fixed and steered, float32 (tolerance 1e-4) and bfloat16 (2e-2), for every shipped head/width
    configuration (HEAD_CONFIGS); error = max |triton − reference| / max |reference| per tensor, plus the
    Frobenius-relative error of the worst tensor.
-2. operator.csv — milliseconds (median of CUDA-event timings) of each kernel on its own (stage 1 forward,
-   stage 2 forward, stage 2 backward, stage 1 backward), of the whole Triton operator forward and
+2. operator.csv — milliseconds (median of CUDA-event timings) of each kernel on its own (stage 1 = column
+   mixing, `col`: G_col along each row, parameters [..., 1]; stage 2 = row mixing, `row`: G_row and α along each
+   column, parameters [..., 0]; forward and backward), of the whole Triton operator forward and
    forward+backward, of the torch reference and of SDPA (flash for bfloat16, memory-efficient for float32) on
    the same (B, heads, N, d), with the roofline prediction (`ssog_lab.ops.roofline`) and flash's predicted time
    beside them.
@@ -188,7 +189,8 @@ def time_case(case: dict, row: dict) -> None:
                flash_pred_fwd_ms=1e3 * rf.flash_estimate(batch, heads, n, d),
                flash_pred_fwdbwd_ms=1e3 * (rf.flash_estimate(batch, heads, n, d)
                                            + rf.flash_estimate(batch, heads, n, d, backward=True)))
-    row["triton_fwd_ms"], row["triton_fwdbwd_ms"] = pair(lambda *t: ops.ssog(*t, grid, backend="triton"), inputs)
+    row["triton_fwd_ms"], row["triton_fwdbwd_ms"] = pair(  # without the value checks' device sync, as a layer calls it
+        lambda *t: ops.ssog(*t, grid, backend="triton", check_values=False), inputs)
     row["torch_fwd_ms"], row["torch_fwdbwd_ms"] = pair(
         lambda v_, *p: ssog_reference(v_, *(t.to(dtype) for t in p), grid), inputs)
     backend = SDPBackend.FLASH_ATTENTION if dtype == torch.bfloat16 else SDPBackend.EFFICIENT_ATTENTION
