@@ -1,53 +1,61 @@
-"""Triton SSoG kernels against the torch reference: forward and all four gradients.
+"""Triton SSoG kernels against the torch reference: forward and all four gradients; GPU compilation and its cost.
 
-On a machine without CUDA these run in Triton's CPU interpreter (conftest sets TRITON_INTERPRET=1 before triton
-is imported); shapes are tiny because the interpreter executes every program instance in Python.
+On a machine without CUDA the kernels run in Triton's CPU interpreter (conftest sets TRITON_INTERPRET=1 before triton
+is imported); shapes are tiny and float32 because the interpreter executes every program instance in Python. The
+sm_90 tests compile for a Hopper GPU without one, in a process without the interpreter.
 """
 
+import importlib.util
+import inspect
 import os
+import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from ssog_lab import ops
+from ssog_lab.ops import roofline as rf
 from ssog_lab.ops import triton_available
 from ssog_lab.ops import triton_kernel as tk
 from ssog_lab.ops.reference import ssog_reference
 
 pytestmark = pytest.mark.triton
 
+ROOT = Path(__file__).resolve().parents[1]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_triton = pytest.mark.skipif(not triton_available(DEVICE),
                                   reason="triton cannot run here (no CUDA and no TRITON_INTERPRET=1)")
 
 
-def make_inputs(batch, heads, grid, d, atoms, steered, *, mu_scale=1.5, mu_shift=0.0, tiny_sigma=False,
-                dtype=torch.float32, seed=0):
-    """Random (v, mu, sigma, amp) on DEVICE; tiny_sigma gives every other atom σ ≈ 1e-3."""
+def make_inputs(batch, heads, grid, d, atoms, steered, *, mu_scale=1.5, mu_shift=0.0, sigma_scale=1.0,
+                tiny_sigma=False, token_major=False, dtype=torch.float32, seed=0):
+    """Random (v, mu, sigma, amp) on DEVICE. tiny_sigma gives every other atom σ ≈ 1e-3; sigma_scale multiplies
+    all widths (1e3: nearly flat weights); token_major makes v the (B, N, heads, d) layout seen as (B, heads, N, d),
+    as a mixer passes it (not contiguous)."""
     gen = torch.Generator().manual_seed(seed)
     n = grid[0] * grid[1]
     shape = (batch, heads, n, atoms) if steered else (heads, atoms)
-    v = torch.randn(batch, heads, n, d, generator=gen)
+    v = torch.randn(batch, n, heads, d, generator=gen).transpose(1, 2) if token_major else \
+        torch.randn(batch, heads, n, d, generator=gen)
     mu = torch.randn(*shape, 2, generator=gen) * mu_scale + mu_shift
-    sigma = torch.rand(*shape, 2, generator=gen) * 1.5 + 0.4
+    sigma = (torch.rand(*shape, 2, generator=gen) * 1.5 + 0.4) * sigma_scale
     if tiny_sigma:
         sigma[..., ::2, :] = 1e-3 * (1 + torch.rand(sigma[..., ::2, :].shape, generator=gen))
     amp = torch.randn(*shape, generator=gen)
     return [t.to(DEVICE, dtype) for t in (v, mu, sigma, amp)]
 
 
-def run_both(inputs, grid, backend="triton", seed=1):
+def run_both(inputs, grid, seed=1):
     """Output and (dv, dmu, dsigma, damp) of the Triton path and of the float64 torch reference."""
-    results = []
-    dy = None
-    for path, dtype in ((backend, inputs[0].dtype), ("reference", torch.float64)):
-        leaves = [t.detach().to(dtype).requires_grad_() for t in inputs]
-        if path == "reference":
-            y = ssog_reference(*leaves, grid, dense=False)
-        else:
-            y = ops.ssog(*leaves, grid, backend=path)
+    results, dy = [], None
+    for path in ("triton", "reference"):
+        leaves = [(t.detach() if path == "triton" else t.detach().double()).requires_grad_() for t in inputs]
+        y = ops.ssog(*leaves, grid, backend="triton") if path == "triton" else \
+            ssog_reference(*leaves, grid, dense=False)
         if dy is None:
             dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(seed)).to(y.device)
         (y * dy.to(y.dtype)).sum().backward()
@@ -72,14 +80,20 @@ def check(inputs, grid, rel=1e-4):
 
 CASES = {
     # name: (batch, heads, grid, d, atoms, steered, extra)
+    "fixed-1x1": (2, 1, (1, 1), 3, 2, False, {}),
+    "steered-1x1": (1, 2, (1, 1), 4, 1, True, {}),
+    "steered-one-row-1xW": (2, 1, (1, 9), 5, 2, True, {}),
+    "fixed-one-column-Hx1": (1, 2, (6, 1), 8, 1, False, {}),
     "fixed-nonsquare-offgrid": (2, 2, (5, 7), 8, 3, False, {"mu_scale": 4.0}),
-    "steered-two-d-blocks-M5": (2, 1, (5, 7), 20, 5, True, {}),
-    "fixed-two-k-blocks": (1, 1, (3, 20), 8, 2, False, {"mu_scale": 6.0}),
-    "steered-one-row-M1": (2, 2, (1, 9), 8, 1, True, {}),
-    "fixed-one-column-M1": (1, 2, (6, 1), 8, 1, False, {}),
-    "steered-centres-off-the-grid": (1, 2, (4, 6), 8, 2, True, {"mu_shift": 9.0}),
+    "steered-two-query-blocks-M5": (1, 1, (3, 20), 20, 5, True, {}),
+    "fixed-two-query-blocks-token-major": (1, 2, (20, 3), 8, 2, False, {"mu_scale": 6.0, "token_major": True}),
+    "steered-token-major": (2, 2, (4, 6), 8, 2, True, {"token_major": True}),
+    "steered-centres-1e3-off-the-grid": (1, 2, (4, 6), 8, 2, True, {"mu_shift": 1e3}),
+    "fixed-centres-minus-1e3": (1, 2, (5, 4), 8, 2, False, {"mu_shift": -1e3}),
     "fixed-tiny-sigma": (1, 2, (4, 5), 8, 4, False, {"tiny_sigma": True, "mu_shift": 0.3}),
     "steered-tiny-sigma": (1, 1, (5, 4), 8, 4, True, {"tiny_sigma": True, "mu_shift": 0.3}),
+    "steered-huge-sigma": (1, 1, (5, 6), 8, 2, True, {"sigma_scale": 1e3}),
+    "steered-wide-d-padded-lines": (1, 1, (3, 5), 40, 2, True, {}),  # BLOCK_D 64, BLOCK_L 32 > L
 }
 
 
@@ -92,13 +106,43 @@ def test_forward_and_gradients_match_reference(case):
 
 @needs_triton
 def test_value_gradient_alone():
-    """With only v requiring grad the parameter-gradient kernels are skipped; dv must still be right."""
+    """With only v requiring grad, dv must still be right."""
     v, mu, sigma, amp = make_inputs(1, 2, (4, 5), 8, 2, False)
     v = v.requires_grad_()
     ops.ssog(v, mu, sigma, amp, (4, 5), backend="triton").square().sum().backward()
     v_ref = v.detach().double().requires_grad_()
     ssog_reference(v_ref, mu.double(), sigma.double(), amp.double(), (4, 5), dense=False).square().sum().backward()
     assert_close_scaled(v.grad, v_ref.grad, 1e-4, "dv")
+
+
+@needs_triton
+def test_stage_lse_is_the_log_normalizer():
+    """lse_i = logsumexp_j ℓ_ij − max_j ℓ_ij of stage 1 (column mixing, parameters [..., 1]), brute force."""
+    grid, atoms = (3, 5), 2
+    _, mu, sigma, _ = make_inputs(1, 2, grid, 1, atoms, False)
+    lse = tk.stage_lse(tk.Stage(1, grid), mu, sigma)  # (1, heads, H, W, M)
+    cols = torch.arange(grid[1], dtype=torch.float64)
+    mu_col, sigma_col = mu[None, :, :, 1, None].double(), sigma[None, :, :, 1, None].double()  # (1, heads, M, 1)
+    logits = -(cols - cols[:, None, None, None] - mu_col) ** 2 / (2 * sigma_col**2)  # (W query, heads, M, W source)
+    expected = (torch.logsumexp(logits, -1) - logits.amax(-1)).permute(1, 0, 2)  # (heads, W, M)
+    torch.testing.assert_close(lse[0, :, 1].double(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_reading_order_lists_every_helper_the_kernels_call():
+    """READING_ORDER (notebook 04) holds every @triton.jit function of the module, and viz.KERNEL_PARTS is it."""
+    from ssog_lab import viz
+
+    jitted = {name for name, obj in vars(tk).items() if getattr(getattr(obj, "fn", None), "__name__", None) == name
+              and inspect.getsource(obj.fn).lstrip().startswith("@triton.jit")}
+    assert jitted and jitted <= set(tk.READING_ORDER)
+    assert viz.KERNEL_PARTS == tk.READING_ORDER
+
+
+def test_line_longer_than_max_line_is_refused():
+    v, mu, sigma, amp = [torch.zeros(1, 1, tk.MAX_LINE + 1, 1)] + [torch.ones(1, 1, 2), torch.ones(1, 1, 2),
+                                                                  torch.ones(1, 1)]
+    with pytest.raises(ValueError, match="MAX_LINE"):
+        tk.ssog_triton(v, mu, sigma, amp, (1, tk.MAX_LINE + 1))
 
 
 def test_auto_on_cpu_uses_torch(monkeypatch):
@@ -119,26 +163,6 @@ def test_triton_on_cpu_refused_without_interpreter(monkeypatch):
         ops.ssog(v, mu, sigma, amp, (2, 3), backend="triton")
 
 
-def test_roofline_counts_compulsory_traffic():
-    """Forward bytes of a fixed layer: V, Z twice, Y, two lse (written, read), parameters read twice per stage."""
-    batch, heads, (h, w), d, m, s = 2, 3, (4, 5), 8, 2, 2
-    est = tk.roofline(batch, heads, (h, w), d, m, steered=False, dtype_bytes=s)
-    n, bh = h * w, batch * heads
-    assert est.bytes == pytest.approx(bh * (n * d * s * (2 + 2 * m) + 2 * 2 * n * m * 4) + 4 * heads * m * 3 * 4)
-    assert est.flops == pytest.approx(bh * 2 * n * m * d * (h + w))
-    backward = tk.roofline(batch, heads, (h, w), d, m, steered=False, dtype_bytes=s, backward=True)
-    assert backward.flops == pytest.approx(2 * est.flops) and backward.time_s > 0
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("steered", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_realistic_shape_on_gpu(dtype, steered):
-    """B=8, 6 heads, 32×32 tokens, d=64, M=4: float32 to 1e-4; bfloat16 to bfloat16 accuracy (2e-2)."""
-    inputs = make_inputs(8, 6, (32, 32), 64, 4, steered, dtype=dtype)
-    check(inputs, (32, 32), rel=1e-4 if dtype == torch.float32 else 2e-2)
-
-
 @needs_triton
 @pytest.mark.skipif(not tk.INTERPRET, reason="bfloat16 is refused only in the interpreter")
 def test_bfloat16_refused_in_interpreter():
@@ -147,33 +171,185 @@ def test_bfloat16_refused_in_interpreter():
         ops.ssog(v, mu, sigma, amp, (2, 3), backend="triton")
 
 
-# Compiles each kernel variant to a CUDA binary (sm_90) without a GPU, in a process without the interpreter: the
-# interpreter runs kernels as Python and accepts constructs the GPU compiler rejects.
-COMPILE_FOR_SM90 = """
+# --- roofline ---------------------------------------------------------------------------------------------------
+
+def test_roofline_counts_compulsory_traffic_and_issue():
+    """Forward of a fixed layer: bytes of V, Z twice, Y, two normalizers; weights over padded 16-wide lines."""
+    batch, heads, (h, w), d, m, s = 2, 3, (4, 5), 8, 2, 2
+    est = rf.roofline(batch, heads, (h, w), d, m, steered=False, dtype_bytes=s)
+    n, bh = h * w, batch * heads
+    assert est.bytes == pytest.approx(bh * (n * d * s * (2 + 2 * m) + 2 * n * m * 4) + 5 * heads * m * 4)
+    weights = bh * m * 2 * n * 16  # both stages, every line padded to BLOCK_L = 16
+    assert est.exps == weights and est.flops == pytest.approx(2 * weights * 16)
+    assert est.instructions == rf.INSTR_PER_WEIGHT_FWD * weights
+    assert est.t_issue == pytest.approx(est.instructions / rf.H200.issue)
+    backward = rf.roofline(batch, heads, (h, w), d, m, steered=False, dtype_bytes=s, backward=True)
+    assert backward.flops == pytest.approx(2 * est.flops) and backward.bound == "issue"
+    assert tk.roofline is rf.roofline and tk.Roofline is rf.Roofline and tk.H200 is rf.H200  # old names
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_roofline_of_the_two_stage_kernels_adds_up(backward):
+    kw = dict(steered=True, dtype_bytes=4, backward=backward)
+    whole = rf.roofline(2, 3, (5, 40), 64, 4, **kw)
+    col, row = (rf.roofline(2, 3, (5, 40), 64, 4, stage=k, **kw) for k in (1, 2))
+    for field in ("bytes", "flops", "exps", "instructions"):
+        assert getattr(col, field) + getattr(row, field) == pytest.approx(getattr(whole, field))
+    assert col.exps > row.exps  # stage 1 runs along the 40-long rows, stage 2 along the 5-long columns
+    with pytest.raises(ValueError, match="stage"):
+        rf.roofline(2, 3, (5, 40), 64, 4, stage=3, **kw)
+
+
+def test_flash_estimate_counts_four_n_squared_d():
+    assert rf.flash_estimate(1, 1, 10, 4) == pytest.approx(4 * 100 * 4 / rf.FLASH_FWD_FLOPS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("steered", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_realistic_shape_on_gpu(dtype, steered):
+    """B=8, 24 heads × d=8, 32×32 tokens, M=4: float32 to 1e-4; bfloat16 to bfloat16 accuracy (2e-2)."""
+    inputs = make_inputs(8, 24, (32, 32), 8, 4, steered, dtype=dtype, token_major=True)
+    check(inputs, (32, 32), rel=1e-4 if dtype == torch.float32 else 2e-2)
+
+
+# --- the GPU check: compile count, sm_90 compilation without spills, refusal without CUDA -------------------------
+
+def _gpu_check_module():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _specialization(kernel, args: tuple, consts: dict) -> tuple:
+    """What Triton compiles one launch for: tensor dtypes and 16-byte alignment, the ==1 / %16 classes of the
+    integers it specializes on (all but do_not_specialize), the int width, and the constexprs."""
+    fn = getattr(kernel, "fn", kernel)
+    names = list(inspect.signature(fn).parameters)
+    no_spec = set(tk._NO_SPECIALIZE_FWD if fn.__name__ == "_stage_forward_kernel" else tk._NO_SPECIALIZE_BWD)
+    key = [fn.__name__]
+    for name, arg in zip(names[:len(args)], args, strict=True):
+        if isinstance(arg, torch.Tensor):
+            key.append((str(arg.dtype), arg.storage_offset() * arg.element_size() % 16 == 0))
+        else:
+            bits = 64 if abs(arg) >= 2**31 else 32
+            key.append((bits,) if name in no_spec else (bits, 1 if arg == 1 else 16 if arg % 16 == 0 else 0))
+    return (*key, tuple(sorted((k, v) for k, v in consts.items() if k != "BLOCK_I")))
+
+
+def compilations_of(cases) -> dict:
+    """{specialization: number of autotune configs} over the forward and backward launches of the given operator
+    cases, run on the meta device with the launcher recording instead of launching."""
+    seen = {}
+
+    def record(kernel, grid, args, consts):
+        names = list(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
+        named = dict(zip(names[:len(args)], args, strict=True))
+        seen[_specialization(kernel, args, consts)] = len(tk.gpu_configs(named["L"], named["D"],
+                                                                         named["x_ptr"].element_size()))
+
+    original, tk._launch = tk._launch, record
+    try:
+        for case in cases:
+            batch, heads, d, grid = case["batch"], case["heads"], case["d"], case["grid"]
+            n = grid[0] * grid[1]
+            dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[case["dtype"]]
+            shape = (batch, heads, n, 4) if case["steered"] else (heads, 4)
+            v = torch.empty(batch, n, heads, d, device="meta", dtype=dtype).transpose(1, 2).requires_grad_()
+            params = [torch.empty(*shape, 2, device="meta").requires_grad_() for _ in range(2)]
+            amp = torch.empty(*shape, device="meta").requires_grad_()
+            y = tk.SSoGFunction.apply(v, *params, amp, grid)
+            dy = torch.empty(batch, n, heads, d, device="meta", dtype=dtype).transpose(1, 2) \
+                if case.get("token_major_dy") else torch.empty(y.shape, device="meta", dtype=dtype)
+            y.backward(dy)
+    finally:
+        tk._launch = original
+    return seen
+
+
+def test_gpu_check_compilations_stay_under_the_bound():
+    """Σ over distinct specializations of the pruned autotune configs ≤ COMPILE_BOUND, for the operator cases and
+    the model runs (token-major dY, as the mixer's output projection returns it) of one GPU-check run."""
+    from ssog_lab.models import PRESETS, ViTConfig
+
+    gpu_check = _gpu_check_module()
+    config = ViTConfig(**PRESETS["tiny"], mixer="ssog")
+    model_cases = [dict(batch=b, heads=config.ssog_heads, d=config.dim // config.ssog_heads,
+                        grid=(r // config.patch_size, r // config.patch_size), steered=s, dtype="bfloat16",
+                        token_major_dy=True) for r, b in gpu_check.MODEL_RUNS for s in (False, True)]
+    seen = compilations_of(gpu_check.operator_cases() + model_cases)
+    total = sum(seen.values())
+    assert 0 < total <= gpu_check.COMPILE_BOUND, (total, len(seen))
+    # and strides do not multiply compilations: two batch sizes of one shape specialize alike
+    case = dict(heads=3, d=64, grid=(14, 14), steered=True, dtype="float32")
+    assert compilations_of([{**case, "batch": 2}]).keys() == compilations_of([{**case, "batch": 64}]).keys()
+
+
+# Compiles every kernel variant the GPU check reaches, with every autotune config it may pick, for sm_90 without a
+# GPU (in a process without the interpreter, which accepts constructs the GPU compiler rejects), and prints the
+# ptxas resource report of each.
+COMPILE_FOR_SM90 = r"""
+import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
 from ssog_lab.ops import triton_kernel as tk
 
-def build(fn, dtype, consts):
-    types = {n: "constexpr" if n in consts else ("*" + (dtype if n in ("x_ptr", "out_ptr", "dout_ptr") else "fp32")
-             if n.endswith("_ptr") else "i32") for n in fn.arg_names}
-    src = ASTSource(fn=fn, signature=types, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
-    assert "cubin" in compile(src, target=GPUTarget("cuda", 90, 32)).asm
-
-blocks = {"BLOCK_O": 64, "BLOCK_K": 32, "BLOCK_D": 64}
-build(tk._axis_lse_kernel, "fp32", {"BLOCK_O": 64, "BLOCK_K": 32})
-for dtype, precision in (("fp32", "ieee"), ("bf16", "tf32"), ("fp16", "tf32")):
-    for transposed in (False, True):
-        build(tk._axis_apply_kernel, dtype,
-              {"TRANSPOSED": transposed, "SUM_ATOMS": not transposed, "PRECISION": precision, **blocks})
-    build(tk._axis_param_grad_kernel, dtype, {"PRECISION": precision, **blocks})
-print("compiled")
+STAGES = {"_stage_forward_kernel": ({"X_PER_ATOM": False, "SUM_ATOMS": False, "HAS_AMP": False},
+                                    {"X_PER_ATOM": True, "SUM_ATOMS": True, "HAS_AMP": True}),
+          "_stage_backward_kernel": ({"X_PER_ATOM": True, "DX_SUM_ATOMS": False, "HAS_AMP": True},
+                                     {"X_PER_ATOM": False, "DX_SUM_ATOMS": True, "HAS_AMP": False})}
+VALUES = ("x_ptr", "out_ptr", "dout_ptr", "dx_ptr")
+count = 0
+for fn in (tk._stage_forward_kernel, tk._stage_backward_kernel):
+    names = fn.arg_names
+    for dtype, itemsize, precision in (("fp32", 4, "tf32x3"), ("bf16", 2, "tf32")):
+        for length, d in [tuple(map(int, s.split("x"))) for s in sys.argv[1:]]:
+            block_l, block_d = tk.line_blocks(length, d, itemsize)
+            for stage in STAGES[fn.__name__]:
+                for block_i, warps in tk.gpu_configs(length, d, itemsize):
+                    consts = {**stage, "PRECISION": precision, "BLOCK_I": block_i, "BLOCK_L": block_l,
+                              "BLOCK_D": block_d}
+                    types = {n: "constexpr" if n in consts else ("*" + (dtype if n in VALUES else "fp32")
+                             if n.endswith("_ptr") else "i32") for n in names}
+                    aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+                               if n.endswith("_ptr") or (n.endswith("_spos") and n[0] in "xodg")}
+                    src = ASTSource(fn=fn, signature=types, attrs=aligned,
+                                    constexprs={(names.index(k),): v for k, v in consts.items()})
+                    print(f"=== {fn.__name__} {dtype} L={length} d={d} {stage} BLOCK_I={block_i} warps={warps}",
+                          flush=True)
+                    kernel = compile(src, target=GPUTarget("cuda", 90, 32),
+                                     options={"num_warps": warps, "num_stages": 1})
+                    assert "cubin" in kernel.asm
+                    count += 1
+print("compiled", count)
 """
 
 
-def test_kernels_compile_for_a_cuda_gpu():
+def test_every_autotune_config_compiles_for_sm90_without_spills():
+    """The (line, d) tiles of the GPU check: 224² and 1024² grids (L = 14, 64) × d = 8, 32, 64."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90], capture_output=True, text=True, env=env,
-                          timeout=600)
+    env.update(TRITON_DEFAULT_FP_FUSION="1", TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
+    shapes = [f"{length}x{d}" for length in (14, 64) for d in (8, 32, 64)]
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90, *shapes], capture_output=True, text=True, env=env,
+                          timeout=900)
     assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
+    reports = done.stdout.split("=== ")[1:]
+    assert len(reports) == int(done.stdout.split("compiled")[-1])
+    spilling = [r.splitlines()[0] for r in reports
+                if any(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", r))]
+    assert reports and not spilling, spilling
+
+
+def test_gpu_check_refuses_without_cuda_and_writes_nothing(tmp_path):
+    """Without a CUDA torch the script stops within seconds with a clear message, leaving docs/results/gpu as is."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    before = sorted(p.name for p in (ROOT / "docs" / "results" / "gpu").iterdir())
+    env = {**os.environ, "PY": sys.executable}
+    start = time.perf_counter()
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True, text=True,
+                          env=env, timeout=60, cwd=tmp_path)
+    assert done.returncode != 0 and time.perf_counter() - start < 30
+    assert "no CUDA GPU" in done.stderr
+    assert sorted(p.name for p in (ROOT / "docs" / "results" / "gpu").iterdir()) == before

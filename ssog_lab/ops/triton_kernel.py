@@ -1,64 +1,53 @@
-"""SSoG in Triton: fused Gaussian-weight evaluation and value aggregation, forward and backward.
+"""SSoG in Triton: a one-pass forward and one fused backward kernel per axial stage.
 
 How the operator maps onto kernels
 ----------------------------------
-SSoG (DESIGN.md §1) is two *axial stages*. Each stage is one 1-D operation applied along every line of the
-grid, with a Gaussian per (output position, atom):
+SSoG (docs/DESIGN.md §1) is two *axial stages*, each a 1-D Gaussian mixing applied along every line of the grid:
 
-    stage 1, along each row (lines = rows r, positions = columns, L = W):
+    stage 1 = column mixing: G_col along each row (c → c'), parameters [..., 1]   (col_stage: lines = rows)
         Z[r, i, m] = Σ_j g(i → j; μ_col, σ_col of token (r, i)) · V[r, j]
-    stage 2, along each column (lines = columns c, positions = rows, L = H):
+    stage 2 = row mixing: G_row and α along each column (r → r'), parameters [..., 0]   (row_stage: lines = columns)
         Y[i, c]    = Σ_m α_m Σ_j g(i → j; μ_row, σ_row of token (i, c)) · Z[j, c, m]
 
-with g(i → j) = exp(ℓ_ij − lse_i), ℓ_ij = −(j − i − μ)² / (2σ²), lse_i = log Σ_j exp ℓ_ij. Fixed parameters
-are steered parameters broadcast over batch and tokens (stride 0), so the same kernels serve both forms. The
-row stage's α is one of three per-atom "fields" (μ, σ, α); the column stage's α is 1.
+with g(i → j) = e_ij / Σ_j e_ij and e_ij = 2^((ℓ_ij − ℓ_ij*)·log2 e), ℓ_ij = −(j − i − μ)² / (2σ²). The maximum
+of the quadratic logit over the line is known in closed form — at the grid position j* nearest the centre i + μ
+(`_mode`) — so no running max and no separate log-sum-exp pass are needed. Fixed parameters are steered ones
+broadcast over batch and tokens with stride 0, so the same kernels serve both forms.
 
-Three kernels, each a loop over the L source positions of one line in blocks, with the N×L weights only
-ever living in registers:
+Two kernels, one program per (batch·head, line, …), the whole line of L ≤ MAX_LINE positions in one tile
+(BLOCK_L = a power of two ≥ L, `line_blocks`), so the N×L weights live only in registers and are built once:
 
-1. `_axis_lse_kernel`   — one program per (batch·head, line, block of output positions): the log-sum-exp of
-                          the logits over the line, a running sum over blocks of j. Online softmax would also
-                          keep a running max; here the max is known in closed form (at the grid position
-                          nearest the centre), so the logits are shifted by it exactly (`_shifted_logit`).
-2. `_axis_apply_kernel` — one program per (batch·head, line, block of positions, block of d): the weighted sum
-                          Σ_j w_ij X_j as tiles `w (BLOCK_O, BLOCK_K) @ X (BLOCK_K, BLOCK_D)`. With
-                          TRANSPOSED it computes the adjoint Σ_i w_ij dOut_i instead (the value gradient),
-                          recomputing the same weights from the stored lse.
-3. `_axis_param_grad_kernel` — one program per (batch·head, line, block of output positions): gradients of μ,
-                          σ, α from the softmax Jacobian (see the kernel's docstring).
+1. `_stage_forward_kernel`  — one program per (batch·head, line, block of BLOCK_I query positions): for each atom,
+   the unnormalized weights e (BLOCK_I, BLOCK_L), Σ_j e_ij x_j as one `tl.dot` and Σ_j e_ij as a row sum in the
+   same pass; normalized (and scaled by α) per row after the dot. It stores the normalizer 1/Σ_j e_ij per
+   (token, atom) for the backward pass.
+2. `_stage_backward_kernel` — one program per (batch·head, line): for each atom and block of queries it rebuilds
+   the same weights bit for bit, accumulates the adjoint dX = Wᵀ dOut for the whole line (tensor cores), forms
+   g_ij = ⟨dOut_i, x_j⟩ (tensor cores) and reduces the five Jacobian sums of the parameter gradients.
 
-Forward = (1, 2) for stage 1, then (1, 2) for stage 2. Backward = (2ᵀ, 3) for stage 2, then (2ᵀ, 3) for stage 1.
+Forward = kernel 1 for stage 1, then for stage 2. Backward = kernel 2 for stage 2, then for stage 1.
 
-Memory traffic (per batch·head, in elements; V, Z, Y in v's dtype, lse and parameters in float32)
-------------------------------------------------------------------------------------------------
-The intermediate Z (B, heads, H, W, M, d) is written by stage 1 and read by stage 2, and kept for the backward
-pass. It is the operator's natural intermediate, M times the size of V; recomputing it in the backward pass
-would cost a whole stage-1 forward (M·N·W·d FMAs) to save M·N·d·s bytes, and the stage-2 weight gradient
-needs it at every source position anyway. What is never written is the N×L weight tensor per atom: weights
-are rebuilt in registers from (μ, σ, lse), which is 3 floats per (token, atom) instead of L.
+Weights (per element: 1 FADD, 1 FFMA, 1 FMUL, the tail select and one MUFU.EX2)
+------------------------------------------------------------------------------
+With u = j − j* and t* = j* − i − μ, the shifted logit is ℓ_ij − ℓ_ij* = −u (u + 2t*) / (2σ²). In base 2 it is
+u·(a·u + b) with the per-query constants a = −log2(e) / (2σ²), b = 2·a·t*, so e = exp2(u·(a·u + b)), exactly 1 at
+the mode (so Σ_j e ≥ 1), and ≤ 1 elsewhere. Where the exponent is below TAIL_LOG2_CUTOFF the weight is exactly 0
+(also the convention of the torch reference). Positions beyond the line get u = FAR, whose exponent is below any
+cutoff, so no 2-D mask is needed.
 
-    forward  stage 1: read V (N·d) + params, write lse (N·M, fp32) and Z (N·M·d)
-             stage 2: read Z (N·M·d) + params, write lse (N·M) and Y (N·d)
-    backward stage 2: read dY, Z → write dZ (N·M·d) and 3 param grads (N·M)
-             stage 1: read dZ, V → write dV (N·d) and 2 param grads (N·M)
-
-These are compulsory bytes; tiles of the stage input are re-read once per block of output positions and per
-atom, which the L2 cache absorbs on realistic shapes (one line of V is L·d·4 ≤ 64·64·4 bytes = 16 KiB).
-
-Roofline
---------
-Each stage does 2·N·L·M·d FLOPs in `tl.dot` (L = W, then H) plus ~10 FP32 operations and one exp per
-(i, j, m) and d-block to build the weights; the backward pass doubles the dots (adjoint and ⟨dOut, x⟩).
-Intensity ≈ 2·(H+W)·M / (s·(2M + 2)) FLOP/byte: for 64×64 tokens, M = 4, that is ~25 (float32) and ~50
-(bfloat16). `roofline()` turns the counts into times on given peaks; with the H200 figures, B = 8, 6 heads,
-64×64, d = 64, M = 4, a fixed forward moves 264 MB (bf16) / 516 MB (fp32) and does 12.9 GFLOP of dots:
-bfloat16 is memory-bound (0.055 ms; tensor-core dots 0.013 ms, exps 0.048 ms), float32 is bound by the FP32
-cores (0.22 ms: the "ieee" dots, exact float32 rather than TF32, run there along with the weights).
+Memory traffic (per batch·head, in elements; V, Z, Y in v's dtype; parameters and normalizers float32)
+-----------------------------------------------------------------------------------------------------
+    forward  stage 1: read V (N·d) + (μ, σ) (2·N·M), write 1/Σe (N·M) and Z (N·M·d)
+             stage 2: read Z (N·M·d) + (μ, σ, α) (3·N·M), write 1/Σe (N·M) and Y (N·d)
+    backward stage 2: read dY (N·d), Z, parameters, 1/Σe → write dZ (N·M·d) and 3 gradients (3·N·M)
+             stage 1: read dZ, V, parameters, 1/Σe → write dV (N·d) and 2 gradients (2·N·M)
+The intermediate Z is kept for the backward pass (recomputing it would cost a whole stage-1 forward). The
+roofline model of these counts, with an instruction-issue term, is `ssog_lab.ops.roofline`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -68,10 +57,23 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .roofline import H200, Peaks, Roofline, roofline  # noqa: F401  (the names this module used to define)
+
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Parameter fields along the last dim of the per-stage parameter tensor (B, heads, H, W, M, 3); constexpr so
-# that kernels may read them (Python code uses `.value`).
+# Weights whose base-2 exponent (ℓ − max ℓ)·log2(e) is below this are exactly 0: the same cutoff as the torch
+# reference's `ssog_lab.ops.reference.TAIL_LOG2_CUTOFF[torch.float32]` (2^-50 ≈ 9e-16, far below float32
+# resolution of a sum ≥ 1; it also keeps exp2 away from subnormals).
+TAIL_LOG2_CUTOFF = tl.constexpr(-50.0)
+LOG2E = tl.constexpr(1.4426950408889634)
+# Source position given to the padding columns beyond a line: u ≈ 1e6 puts their exponent below the cutoff for
+# any σ < 1e5 tokens, and a·u² stays finite in float32 for any σ > 1e-12.
+FAR = tl.constexpr(1.0e6)
+# The whole line is one tile (the backward kernel accumulates dX over the line in registers): longer lines are
+# refused with a ValueError (4096-pixel images at 16-pixel patches are 256 tokens long).
+MAX_LINE = 256
+
+# Gradient fields of the per-token gradient tensor (B, heads, H, W, M, 3); constexpr so kernels may read them.
 MU, SIGMA, AMP = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 
 
@@ -86,222 +88,252 @@ def _mode(centre, L):
 
 
 @triton.jit
-def _shifted_logit(src, mode, centre, inv_two_var):
-    """λ = ℓ_j − ℓ_j* = −((u + t*)² − t*²) / (2σ²) = −u (u + 2t*) / (2σ²), with u = j − j*, t* = j* − i − μ.
-
-    All arguments broadcast to one tile of (query i, source j) pairs; returns (λ, u). λ is exactly 0 at the
-    mode and ≤ 0 at every j on the line, so the softmax needs no running max, and every kernel that rebuilds
-    the weights gets them bit for bit alike even where ℓ itself is huge (tiny σ). The clamp at 0 only acts on
-    masked positions beyond the line.
-    """
-    u = src - mode
-    return tl.minimum(-u * (u + 2.0 * (mode - centre)) * inv_two_var, 0.0), u
-
-
-@triton.jit
-def _gaussian(p_at, ok, pos, L):
-    """Load one atom's (μ, σ) at the pointers p_at for query positions pos: returns the centre i + μ, the
-    nearest grid position j* (_mode), 1/(2σ²) and σ, each (BLOCK,)."""
-    mu = tl.load(p_at + MU, mask=ok, other=0.0)
-    sigma = tl.load(p_at + SIGMA, mask=ok, other=1.0)
+def _atom(mu_ptr, sigma_ptr, at, ok, pos, L):
+    """One atom's Gaussians for query positions pos (BLOCK,): loads (μ, σ) at offsets `at` and returns the mode j*,
+    t* = j* − i − μ, σ and the base-2 logit constants a = −log2(e)/(2σ²), b = 2·a·t* (each (BLOCK,))."""
+    mu = tl.load(mu_ptr + at, mask=ok, other=0.0)
+    sigma = tl.load(sigma_ptr + at, mask=ok, other=1.0)
     centre = pos.to(tl.float32) + mu
-    return centre, _mode(centre, L), 0.5 / (sigma * sigma), sigma
+    mode = _mode(centre, L)
+    t_star = mode - centre
+    a = -0.5 * LOG2E / (sigma * sigma)
+    return mode, t_star, sigma, a, 2.0 * a * t_star
 
 
 @triton.jit
-def _axis_lse_kernel(p_ptr, lse_ptr, heads, L, M,
-                     p_sb, p_sh, p_sline, p_spos, p_satom,
-                     l_sb, l_sh, l_sline, l_spos, l_satom,
-                     BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
-    """lse[i, m] = log Σ_j exp(λ_ij), the log-normalizer of the shifted logits, for BLOCK_O positions i of a line.
+def _weights(u, a, b):
+    """e = 2^(u·(a·u + b)), exactly 1 at the mode (u = 0) and exactly 0 below TAIL_LOG2_CUTOFF; u (BLOCK_I,
+    BLOCK_L) = j − j*, a and b (BLOCK_I, 1)."""
+    exponent = u * (a * u + b)
+    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, tl.exp2(exponent))
 
-    Online softmax keeps a running max; here the max of ℓ is known in closed form (at the mode j*), so the
-    shifted logits λ ≤ 0 need only a running sum over blocks of j, and nothing of size L is stored.
+
+@triton.jit
+def _line_sources(L, BLOCK_L: tl.constexpr):
+    """Source positions of one line as float32 (BLOCK_L,), FAR beyond the line (their weights are then 0)."""
+    j = tl.arange(0, BLOCK_L)
+    return j, tl.where(j < L, j.to(tl.float32), FAR)
+
+
+@triton.jit
+def _line_base(ptr, bh, line, heads, s_b, s_h, s_line):
+    """Pointer to the start of one (batch, head, line): int64 arithmetic here, int32 offsets inside the line."""
+    b, h = (bh // heads).to(tl.int64), (bh % heads).to(tl.int64)
+    return ptr + b * s_b + h * s_h + line.to(tl.int64) * s_line
+
+
+# Integer arguments Triton must not specialize on (==1, %16): strides and sizes vary between calls and each
+# specialization is one more compilation. The value tiles' position strides stay specialized (their %16 lets
+# the loads vectorize).
+_NO_SPECIALIZE_FWD = ["heads", "L", "M", "D", "x_sb", "x_sh", "x_sline", "x_satom", "o_sb", "o_sh", "o_sline",
+                      "o_satom", "n_sb", "n_sh", "n_sline", "n_spos", "n_satom", "p_sb", "p_sh", "p_sline", "p_spos",
+                      "p_satom", "a_sb", "a_sh", "a_sline", "a_spos", "a_satom"]
+
+
+@triton.jit(do_not_specialize=_NO_SPECIALIZE_FWD)
+def _stage_forward_kernel(x_ptr, out_ptr, norm_ptr, mu_ptr, sigma_ptr, amp_ptr, heads, L, M, D,
+                          x_sb, x_sh, x_sline, x_spos, x_satom,
+                          o_sb, o_sh, o_sline, o_spos, o_satom,
+                          n_sb, n_sh, n_sline, n_spos, n_satom,
+                          p_sb, p_sh, p_sline, p_spos, p_satom,
+                          a_sb, a_sh, a_sline, a_spos, a_satom,
+                          X_PER_ATOM: tl.constexpr, SUM_ATOMS: tl.constexpr, HAS_AMP: tl.constexpr,
+                          PRECISION: tl.constexpr,
+                          BLOCK_I: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out[i, m, :] = α_m(i) Σ_j e_ij x[j, m, :] / Σ_j e_ij for BLOCK_I query positions i of one line, all d.
+
+    x: the stage's input, per atom (X_PER_ATOM, stage 2: Z) or shared by all atoms (stage 1: V, loaded once).
+    SUM_ATOMS writes Σ_m (stage 2: Y) instead of one output per atom (stage 1: Z). HAS_AMP multiplies by α
+    (stage 2 only). norm[i, m] = 1/Σ_j e_ij is stored for the backward kernel. Strides are in elements, per
+    (batch, head, line, position, atom); the channel stride of x and out is 1.
     """
     bh, line = tl.program_id(0), tl.program_id(1)
-    b, h, line = (bh // heads).to(tl.int64), (bh % heads).to(tl.int64), line.to(tl.int64)
-    p_ptr += b * p_sb + h * p_sh + line * p_sline  # this program's line of parameters
-    lse_ptr += b * l_sb + h * l_sh + line * l_sline
-    i = tl.program_id(2) * BLOCK_O + tl.arange(0, BLOCK_O)  # (BLOCK_O,) output positions
+    x_ptr = _line_base(x_ptr, bh, line, heads, x_sb, x_sh, x_sline)
+    out_ptr = _line_base(out_ptr, bh, line, heads, o_sb, o_sh, o_sline)
+    norm_ptr = _line_base(norm_ptr, bh, line, heads, n_sb, n_sh, n_sline)
+    mu_ptr = _line_base(mu_ptr, bh, line, heads, p_sb, p_sh, p_sline)
+    sigma_ptr = _line_base(sigma_ptr, bh, line, heads, p_sb, p_sh, p_sline)
+    amp_ptr = _line_base(amp_ptr, bh, line, heads, a_sb, a_sh, a_sline)
+    i = tl.program_id(2) * BLOCK_I + tl.arange(0, BLOCK_I)  # (BLOCK_I,) query positions
     i_ok = i < L
+    j, src = _line_sources(L, BLOCK_L)  # (BLOCK_L,)
+    ch = tl.arange(0, BLOCK_D)  # (BLOCK_D,) channels
+    x_mask = (j < L)[:, None] & (ch < D)[None, :]
+    x_at = j[:, None] * x_spos + ch[None, :]  # (BLOCK_L, BLOCK_D) int32 offsets inside the line
+    out_at = i[:, None] * o_spos + ch[None, :]  # (BLOCK_I, BLOCK_D)
+    out_mask = i_ok[:, None] & (ch < D)[None, :]
+    if not X_PER_ATOM:
+        x = tl.load(x_ptr + x_at, mask=x_mask, other=0.0)  # (BLOCK_L, BLOCK_D), shared by all atoms
+    total = tl.zeros((BLOCK_I, BLOCK_D), tl.float32)
     for m in range(M):
-        p_at = p_ptr + i.to(tl.int64) * p_spos + m * p_satom  # (BLOCK_O,) pointers to (μ, σ, α)
-        centre, mode, inv_two_var, sigma = _gaussian(p_at, i_ok, i, L)
-        run_sum = tl.zeros((BLOCK_O,), tl.float32)
-        for k0 in range(0, L, BLOCK_K):
-            j = k0 + tl.arange(0, BLOCK_K)  # (BLOCK_K,) source positions
-            lam, _ = _shifted_logit(j[None, :].to(tl.float32), mode[:, None], centre[:, None],
-                                    inv_two_var[:, None])  # (BLOCK_O, BLOCK_K)
-            run_sum += tl.sum(tl.where(j[None, :] < L, tl.exp(lam), 0.0), axis=1)
-        tl.store(lse_ptr + i.to(tl.int64) * l_spos + m * l_satom, tl.log(run_sum), mask=i_ok)
-
-
-@triton.jit
-def _axis_apply_kernel(x_ptr, out_ptr, p_ptr, lse_ptr, heads, L, M, D,
-                       x_sb, x_sh, x_sline, x_spos, x_satom,
-                       o_sb, o_sh, o_sline, o_spos, o_satom,
-                       p_sb, p_sh, p_sline, p_spos, p_satom,
-                       l_sb, l_sh, l_sline, l_spos, l_satom,
-                       TRANSPOSED: tl.constexpr, SUM_ATOMS: tl.constexpr, PRECISION: tl.constexpr,
-                       BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
-    """out[o, m, :] = Σ_k W_m[o, k] · x[k, m, :] for BLOCK_O positions o of one line and BLOCK_D channels.
-
-    W_m[i, j] = α_m(i) · exp(λ_ij − lse_i) is the stage's weight matrix; TRANSPOSED uses W_mᵀ (the adjoint,
-    i.e. the gradient with respect to the stage's input). The parameters always belong to the *query* position
-    i: the program's own positions o in the forward direction, the loop positions k in the transposed one.
-    SUM_ATOMS accumulates Σ_m in registers and writes one output (out's atom stride is then unused); otherwise
-    each atom is written at its own atom offset. An atom stride of 0 on x reads the same input for every atom.
-    """
-    bh, line = tl.program_id(0), tl.program_id(1)
-    b, h, line = (bh // heads).to(tl.int64), (bh % heads).to(tl.int64), line.to(tl.int64)
-    x_ptr += b * x_sb + h * x_sh + line * x_sline  # this program's line of each tensor
-    out_ptr += b * o_sb + h * o_sh + line * o_sline
-    p_ptr += b * p_sb + h * p_sh + line * p_sline
-    lse_ptr += b * l_sb + h * l_sh + line * l_sline
-    num_d_blocks = tl.cdiv(D, BLOCK_D)
-    o = (tl.program_id(2) // num_d_blocks) * BLOCK_O + tl.arange(0, BLOCK_O)  # (BLOCK_O,) own positions
-    ch = (tl.program_id(2) % num_d_blocks) * BLOCK_D + tl.arange(0, BLOCK_D)  # (BLOCK_D,) channels
-    o_ok, ch_ok = o < L, ch < D
-    total = tl.zeros((BLOCK_O, BLOCK_D), tl.float32)
-    for m in range(M):
-        acc = tl.zeros((BLOCK_O, BLOCK_D), tl.float32)
-        for k0 in range(0, L, BLOCK_K):
-            k = k0 + tl.arange(0, BLOCK_K)  # (BLOCK_K,) loop positions
-            k_ok = k < L
-            if TRANSPOSED:  # query positions, whose parameters define the Gaussian: the loop's
-                q, q_ok = k, k_ok
-            else:  # or the program's own
-                q, q_ok = o, o_ok
-            p_at = p_ptr + q.to(tl.int64) * p_spos + m * p_satom
-            centre, mode, inv_two_var, sigma = _gaussian(p_at, q_ok, q, L)
-            amp = tl.load(p_at + AMP, mask=q_ok, other=0.0)
-            lse = tl.load(lse_ptr + q.to(tl.int64) * l_spos + m * l_satom, mask=q_ok, other=0.0)
-            if TRANSPOSED:  # tile[o, k] = W[i = k, j = o]
-                lam, _ = _shifted_logit(o[:, None].to(tl.float32), mode[None, :], centre[None, :],
-                                        inv_two_var[None, :])  # (BLOCK_O, BLOCK_K)
-                w = amp[None, :] * tl.exp(lam - lse[None, :])
-            else:  # tile[o, k] = W[i = o, j = k]
-                lam, _ = _shifted_logit(k[None, :].to(tl.float32), mode[:, None], centre[:, None],
-                                        inv_two_var[:, None])  # (BLOCK_O, BLOCK_K)
-                w = amp[:, None] * tl.exp(lam - lse[:, None])
-            w = tl.where(o_ok[:, None] & k_ok[None, :], w, 0.0)
-            x_at = x_ptr + k.to(tl.int64) * x_spos + m * x_satom  # (BLOCK_K,)
-            x = tl.load(x_at[:, None] + ch[None, :], mask=k_ok[:, None] & ch_ok[None, :], other=0.0)
-            acc += tl.dot(w.to(x.dtype), x, input_precision=PRECISION)  # (BLOCK_O, BLOCK_D), fp32 accumulate
+        if X_PER_ATOM:
+            x = tl.load(x_ptr + m * x_satom + x_at, mask=x_mask, other=0.0)
+        mode, t_star, sigma, a, b = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
+        e = _weights(src[None, :] - mode[:, None], a[:, None], b[:, None])  # (BLOCK_I, BLOCK_L)
+        inv_sum = 1.0 / tl.sum(e, axis=1)  # (BLOCK_I,): Σ_j e ≥ 1 (e = 1 at the mode)
+        tl.store(norm_ptr + i * n_spos + m * n_satom, inv_sum, mask=i_ok)
+        if HAS_AMP:
+            inv_sum *= tl.load(amp_ptr + i * a_spos + m * a_satom, mask=i_ok, other=0.0)
+        y = tl.dot(e.to(x.dtype), x, input_precision=PRECISION) * inv_sum[:, None]  # (BLOCK_I, BLOCK_D)
         if SUM_ATOMS:
-            total += acc
+            total += y
         else:
-            out_at = out_ptr + o.to(tl.int64) * o_spos + m * o_satom
-            tl.store(out_at[:, None] + ch[None, :], acc.to(out_ptr.dtype.element_ty),
-                     mask=o_ok[:, None] & ch_ok[None, :])
+            tl.store(out_ptr + m * o_satom + out_at, y.to(out_ptr.dtype.element_ty), mask=out_mask)
     if SUM_ATOMS:
-        out_at = out_ptr + o.to(tl.int64) * o_spos
-        tl.store(out_at[:, None] + ch[None, :], total.to(out_ptr.dtype.element_ty),
-                 mask=o_ok[:, None] & ch_ok[None, :])
+        tl.store(out_ptr + out_at, total.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
-@triton.jit
-def _axis_param_grad_kernel(dout_ptr, x_ptr, p_ptr, lse_ptr, grad_ptr, heads, L, M, D,
-                            d_sb, d_sh, d_sline, d_spos, d_satom,
-                            x_sb, x_sh, x_sline, x_spos, x_satom,
-                            p_sb, p_sh, p_sline, p_spos, p_satom,
-                            l_sb, l_sh, l_sline, l_spos, l_satom,
-                            g_sb, g_sh, g_sline, g_spos, g_satom, PRECISION: tl.constexpr,
-                            BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Gradients of μ, σ, α for BLOCK_O output positions i of one line (all atoms, one pass over j).
+_NO_SPECIALIZE_BWD = ["heads", "L", "M", "D", "d_sb", "d_sh", "d_sline", "d_satom", "x_sb", "x_sh", "x_sline",
+                      "x_satom", "g_sb", "g_sh", "g_sline", "g_satom", "n_sb", "n_sh", "n_sline", "n_spos", "n_satom",
+                      "p_sb", "p_sh", "p_sline", "p_spos", "p_satom", "a_sb", "a_sh", "a_sline", "a_spos", "a_satom",
+                      "r_sb", "r_sh", "r_sline", "r_spos", "r_satom"]
 
-    The stage computes out_i = α Σ_j w_j x_j with w = softmax(ℓ). With g_j = ⟨dOut_i, x_j⟩ and S = Σ_j w_j g_j:
+
+@triton.jit(do_not_specialize=_NO_SPECIALIZE_BWD)
+def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr, amp_ptr, grad_ptr,
+                           heads, L, M, D,
+                           d_sb, d_sh, d_sline, d_spos, d_satom,
+                           x_sb, x_sh, x_sline, x_spos, x_satom,
+                           g_sb, g_sh, g_sline, g_spos, g_satom,
+                           n_sb, n_sh, n_sline, n_spos, n_satom,
+                           p_sb, p_sh, p_sline, p_spos, p_satom,
+                           a_sb, a_sh, a_sline, a_spos, a_satom,
+                           r_sb, r_sh, r_sline, r_spos, r_satom,
+                           X_PER_ATOM: tl.constexpr, DX_SUM_ATOMS: tl.constexpr, HAS_AMP: tl.constexpr,
+                           PRECISION: tl.constexpr,
+                           BLOCK_I: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The whole backward pass of one stage on one line: dx (g_* strides) and the per-token gradients (r_*).
+
+    The stage computes out_i = α Σ_j w_ij x_j, w_ij = e_ij · norm_i. Per atom, over blocks of queries i:
+        dx_j += Σ_i α w_ij dOut_i                      (the adjoint, one tl.dot per block; Σ_m if DX_SUM_ATOMS)
+        g_ij  = ⟨dOut_i, x_j⟩, S = Σ_j w_ij g_ij        (one tl.dot per block)
         dα = S,   dℓ_j = α w_j (g_j − S),   dμ = Σ_j dℓ_j t_j / σ²,   dσ = Σ_j dℓ_j t_j² / σ³,   t_j = j − i − μ.
-    Expanding Σ_j w_j (g_j − S) t_j into running sums would cancel catastrophically when w is nearly one-hot
-    (tiny σ: each term is ~g·t while the result is ~0, and it is then divided by σ³). Because Σ_j w_j (g_j − S)
-    = 0, any constant may be subtracted from t: subtracting t* = j* − i − μ at the mode leaves u_j = j − j*,
-    an integer that is 0 where the weight is largest, and
+    Expanding Σ_j w_j (g_j − S) t_j into sums would cancel catastrophically for tiny σ. Since Σ_j w_j (g_j − S)
+    = 0, any constant may be subtracted from t: with u_j = j − j* (an integer, 0 where w is largest),
         Σ w (g − S) t  = A − S·B,                        A = Σ w g u,  B = Σ w u,
-        Σ w (g − S) t² = C − S·E + 2 t* (A − S·B),       C = Σ w g u², E = Σ w u²,
-    all accumulated in one pass over blocks of j.
+        Σ w (g − S) t² = C − S·E + 2 t* (A − S·B),       C = Σ w g u², E = Σ w u².
+    Stage 2: dOut = dY (shared by the atoms), x = Z_m, dx = dZ_m. Stage 1: dOut = dZ_m, x = V, dx = dV = Σ_m.
     """
     bh, line = tl.program_id(0), tl.program_id(1)
-    b, h, line = (bh // heads).to(tl.int64), (bh % heads).to(tl.int64), line.to(tl.int64)
-    dout_ptr += b * d_sb + h * d_sh + line * d_sline  # this program's line of each tensor
-    x_ptr += b * x_sb + h * x_sh + line * x_sline
-    p_ptr += b * p_sb + h * p_sh + line * p_sline
-    lse_ptr += b * l_sb + h * l_sh + line * l_sline
-    grad_ptr += b * g_sb + h * g_sh + line * g_sline
-    i = tl.program_id(2) * BLOCK_O + tl.arange(0, BLOCK_O)  # (BLOCK_O,) output positions
-    i_ok = i < L
+    dout_ptr = _line_base(dout_ptr, bh, line, heads, d_sb, d_sh, d_sline)
+    x_ptr = _line_base(x_ptr, bh, line, heads, x_sb, x_sh, x_sline)
+    dx_ptr = _line_base(dx_ptr, bh, line, heads, g_sb, g_sh, g_sline)
+    norm_ptr = _line_base(norm_ptr, bh, line, heads, n_sb, n_sh, n_sline)
+    mu_ptr = _line_base(mu_ptr, bh, line, heads, p_sb, p_sh, p_sline)
+    sigma_ptr = _line_base(sigma_ptr, bh, line, heads, p_sb, p_sh, p_sline)
+    amp_ptr = _line_base(amp_ptr, bh, line, heads, a_sb, a_sh, a_sline)
+    grad_ptr = _line_base(grad_ptr, bh, line, heads, r_sb, r_sh, r_sline)
+    j, src = _line_sources(L, BLOCK_L)  # (BLOCK_L,)
+    ch = tl.arange(0, BLOCK_D)
+    x_mask = (j < L)[:, None] & (ch < D)[None, :]
+    dx_at = j[:, None] * g_spos + ch[None, :]  # (BLOCK_L, BLOCK_D)
+    xt_at = ch[:, None] + j[None, :] * x_spos  # (BLOCK_D, BLOCK_L): x is only read as the dot's xᵀ
+    xt_mask = (ch < D)[:, None] & (j < L)[None, :]
+    dx = tl.zeros((BLOCK_L, BLOCK_D), tl.float32)
     for m in range(M):
-        p_at = p_ptr + i.to(tl.int64) * p_spos + m * p_satom
-        centre, mode, inv_two_var, sigma = _gaussian(p_at, i_ok, i, L)
-        amp = tl.load(p_at + AMP, mask=i_ok, other=0.0)
-        lse = tl.load(lse_ptr + i.to(tl.int64) * l_spos + m * l_satom, mask=i_ok, other=0.0)
-        dout_at = dout_ptr + i.to(tl.int64) * d_spos + m * d_satom  # (BLOCK_O,)
-        s_wg = tl.zeros((BLOCK_O,), tl.float32)  # S
-        s_wgu = tl.zeros((BLOCK_O,), tl.float32)  # A
-        s_wu = tl.zeros((BLOCK_O,), tl.float32)  # B
-        s_wguu = tl.zeros((BLOCK_O,), tl.float32)  # C
-        s_wuu = tl.zeros((BLOCK_O,), tl.float32)  # E
-        for k0 in range(0, L, BLOCK_K):
-            j = k0 + tl.arange(0, BLOCK_K)  # (BLOCK_K,) source positions
-            j_ok = j < L
-            lam, u = _shifted_logit(j[None, :].to(tl.float32), mode[:, None], centre[:, None],
-                                    inv_two_var[:, None])  # (BLOCK_O, BLOCK_K)
-            w = tl.where(i_ok[:, None] & j_ok[None, :], tl.exp(lam - lse[:, None]), 0.0)
-            x_at = x_ptr + j.to(tl.int64) * x_spos + m * x_satom  # (BLOCK_K,)
-            g = tl.zeros((BLOCK_O, BLOCK_K), tl.float32)  # g[i, j] = ⟨dOut_i, x_j⟩
-            for d0 in range(0, D, BLOCK_D):
-                ch = d0 + tl.arange(0, BLOCK_D)
-                ch_ok = ch < D
-                dy = tl.load(dout_at[:, None] + ch[None, :], mask=i_ok[:, None] & ch_ok[None, :], other=0.0)
-                x = tl.load(x_at[:, None] + ch[None, :], mask=j_ok[:, None] & ch_ok[None, :], other=0.0)
-                g += tl.dot(dy, tl.trans(x), input_precision=PRECISION)
-            wg = w * g
-            s_wg += tl.sum(wg, axis=1)
-            s_wgu += tl.sum(wg * u, axis=1)
-            s_wu += tl.sum(w * u, axis=1)
-            s_wguu += tl.sum(wg * u * u, axis=1)
-            s_wuu += tl.sum(w * u * u, axis=1)
-        first = s_wgu - s_wg * s_wu  # Σ w (g − S) t
-        second = s_wguu - s_wg * s_wuu + 2.0 * (mode - centre) * first  # Σ w (g − S) t²
-        g_at = grad_ptr + i.to(tl.int64) * g_spos + m * g_satom
-        tl.store(g_at + MU, amp * first / (sigma * sigma), mask=i_ok)
-        tl.store(g_at + SIGMA, amp * second / (sigma * sigma * sigma), mask=i_ok)
-        tl.store(g_at + AMP, s_wg, mask=i_ok)
+        if not DX_SUM_ATOMS:
+            dx = tl.zeros((BLOCK_L, BLOCK_D), tl.float32)
+        for i0 in range(0, L, BLOCK_I):
+            i = i0 + tl.arange(0, BLOCK_I)  # (BLOCK_I,) query positions
+            i_ok = i < L
+            mode, t_star, sigma, a, b = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
+            norm = tl.load(norm_ptr + i * n_spos + m * n_satom, mask=i_ok, other=0.0)
+            if HAS_AMP:
+                amp = tl.load(amp_ptr + i * a_spos + m * a_satom, mask=i_ok, other=0.0)
+            else:
+                amp = tl.full((BLOCK_I,), 1.0, tl.float32)
+            dout = tl.load(dout_ptr + m * d_satom + i[:, None] * d_spos + ch[None, :],
+                           mask=i_ok[:, None] & (ch < D)[None, :], other=0.0)  # (BLOCK_I, BLOCK_D), 0 beyond L
+            # xᵀ (BLOCK_D, BLOCK_L), re-read per block of queries (from L1/L2): held across the loop it would
+            # push the float32 variants past 255 registers.
+            x_t = tl.load(x_ptr + m * x_satom + xt_at, mask=xt_mask, other=0.0)
+            u = src[None, :] - mode[:, None]  # (BLOCK_I, BLOCK_L)
+            w = _weights(u, a[:, None], b[:, None]) * norm[:, None]  # normalized weights, as in the forward
+            dx += tl.dot(tl.trans((w * amp[:, None]).to(x_t.dtype)), dout, input_precision=PRECISION)
+            g = tl.dot(dout, x_t, input_precision=PRECISION)  # (BLOCK_I, BLOCK_L)
+            wg, wu = w * g, w * u
+            s_wg = tl.sum(wg, axis=1)  # S
+            first = tl.sum(wg * u, axis=1) - s_wg * tl.sum(wu, axis=1)  # Σ w (g − S) t
+            second = tl.sum(wg * u * u, axis=1) - s_wg * tl.sum(wu * u, axis=1) + 2.0 * t_star * first
+            inv_var = 1.0 / (sigma * sigma)
+            g_at = grad_ptr + i * r_spos + m * r_satom
+            tl.store(g_at + MU, amp * first * inv_var, mask=i_ok)
+            tl.store(g_at + SIGMA, amp * second * inv_var / sigma, mask=i_ok)
+            if HAS_AMP:
+                tl.store(g_at + AMP, s_wg, mask=i_ok)
+        if not DX_SUM_ATOMS:
+            tl.store(dx_ptr + m * g_satom + dx_at, dx.to(dx_ptr.dtype.element_ty), mask=x_mask)
+    if DX_SUM_ATOMS:
+        tl.store(dx_ptr + dx_at, dx.to(dx_ptr.dtype.element_ty), mask=x_mask)
+
+
+# Kernel parts in reading order (notebook 04 shows them one by one): every helper the kernels call, the kernels,
+# then the host side.
+READING_ORDER = ("_mode", "_atom", "_weights", "_line_sources", "_line_base", "_stage_forward_kernel",
+                 "_stage_backward_kernel", "Stage", "stage_forward", "stage_backward", "SSoGFunction")
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Block sizes: autotuned on GPU; fixed small blocks in the interpreter (it runs every program in Python).
+# Block sizes: BLOCK_L and BLOCK_D follow the shapes; BLOCK_I and num_warps are autotuned on a GPU among the
+# configs that fit the line (`gpu_configs`), fixed in the interpreter (it runs every program in Python).
 # ---------------------------------------------------------------------------------------------------------------
 
-def _tuned(kernel, configs: list[dict], fixed: dict, key: list[str]):
-    """The kernel with autotuned meta-parameters on GPU, or with `fixed` ones in the interpreter."""
+# (BLOCK_I, num_warps) candidates, num_stages=1 (the kernels have no long loop for a pipeline to overlap, and
+# deeper stages cost registers). `gpu_configs` keeps at most 3 per shape, all compiling without register spills
+# for sm_90 (tests/test_triton.py compiles every one).
+_TILE_CONFIGS = ((16, 4), (16, 8), (32, 8), (64, 8))
+
+
+def line_blocks(length: int, d: int, itemsize: int) -> tuple[int, int]:
+    """(BLOCK_L, BLOCK_D): the powers of two ≥ the line length and ≥ d, at least 16 (tl.dot's smallest tile);
+    BLOCK_L at least 32 for float32 with d > 32, where 16-long lines make the backward kernel spill registers."""
+    block_d = max(16, triton.next_power_of_2(d))
+    shortest = 32 if itemsize == 4 and block_d >= 64 else 16
+    return max(shortest, triton.next_power_of_2(length)), block_d
+
+
+def gpu_configs(length: int, d: int, itemsize: int) -> list[tuple[int, int]]:
+    """The (BLOCK_I, num_warps) configs the GPU autotuner tries for a line of `length`, head dim d and values of
+    `itemsize` bytes: no tile taller than the line (padding rows only waste work); float32 with d > 32 or lines
+    of 64×32 (line × channel) elements or more only (16, 8), which holds the 3×TF32 dot operands without
+    spilling. Each config is one compilation per kernel variant."""
+    block_l, block_d = line_blocks(length, d, itemsize)
+    if itemsize == 4 and (block_d >= 64 or block_l * block_d >= 64 * 32):
+        return [(16, 8)]
+    return [(bi, w) for bi, w in _TILE_CONFIGS if bi <= block_l and (bi, w) != (16, 8)]
+
+
+def _prune(configs, named_args, **kwargs):
+    keep = gpu_configs(named_args["L"], named_args["D"], named_args["x_ptr"].element_size())
+    return [c for c in configs if (c.kwargs["BLOCK_I"], c.num_warps) in keep]
+
+
+def _tuned(kernel, stage_flags: list[str]):
+    """The kernel with BLOCK_I autotuned on GPU (pruned by `gpu_configs`) per line length, d, atoms and stage
+    (the stage flags are constexprs: the two stages are different programs), as is in the interpreter."""
     if INTERPRET:
-        return kernel, fixed
-    autotune = triton.autotune([triton.Config(c, num_warps=w) for c, w in configs], key=key, cache_results=True)
-    return autotune(kernel), {}
+        return kernel
+    configs = [triton.Config({"BLOCK_I": bi}, num_warps=w, num_stages=1) for bi, w in _TILE_CONFIGS]
+    return triton.autotune(configs, key=["L", "D", "M", *stage_flags], prune_configs_by={"early_config_prune": _prune},
+                           cache_results=True)(kernel)
 
 
-_LSE_CONFIGS = [({"BLOCK_O": bo, "BLOCK_K": bk}, 4) for bo in (32, 64) for bk in (32, 64)]
-_TILE_CONFIGS = [({"BLOCK_O": bo, "BLOCK_K": bk, "BLOCK_D": bd}, w)
-                 for bo, bk, bd, w in ((32, 32, 64, 4), (64, 32, 64, 4), (64, 64, 64, 8), (32, 64, 32, 4),
-                                       (64, 32, 32, 4), (128, 32, 64, 8))]
-_INTERP_BLOCKS = {"BLOCK_O": 16, "BLOCK_K": 16, "BLOCK_D": 16}
-
-lse_kernel, _LSE_FIXED = _tuned(_axis_lse_kernel, _LSE_CONFIGS, {"BLOCK_O": 16, "BLOCK_K": 16}, ["L", "M"])
-apply_kernel, _APPLY_FIXED = _tuned(_axis_apply_kernel, _TILE_CONFIGS, _INTERP_BLOCKS,
-                                    ["L", "M", "D", "TRANSPOSED", "SUM_ATOMS"])
-param_grad_kernel, _GRAD_FIXED = _tuned(_axis_param_grad_kernel, _TILE_CONFIGS, _INTERP_BLOCKS, ["L", "M", "D"])
+_INTERP_BLOCK_I = 16
+forward_kernel = _tuned(_stage_forward_kernel, ["X_PER_ATOM", "SUM_ATOMS"])
+backward_kernel = _tuned(_stage_backward_kernel, ["X_PER_ATOM", "DX_SUM_ATOMS"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Launchers: every tensor is seen as (B, heads, H, W, M, last) and addressed in *stage coordinates*
-# (batch b, head h, line, position along the axis, atom); the last dim (channels or fields) has stride 1.
+# Launchers: every tensor is seen as (B, heads, H, W, M, [channels]) and addressed in *stage coordinates*
+# (batch b, head h, line, position along the line, atom); the channel dim has stride 1.
 # ---------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Stage:
-    """One axial stage: axis 1 mixes along rows (columns change), axis 0 along columns (rows change)."""
+    """One axial stage. axis 1: stage 1 = column mixing (lines are rows, positions columns, parameters [..., 1]);
+    axis 0: stage 2 = row mixing with α (lines are columns, positions rows, parameters [..., 0])."""
 
-    axis: int  # which grid coordinate varies along the line: 1 = column (stage 1), 0 = row (stage 2)
+    axis: int
     grid: tuple[int, int]
 
     @property
@@ -312,65 +344,107 @@ class Stage:
     def length(self) -> int:
         return self.grid[self.axis]
 
+    @property
+    def field(self) -> int:
+        """Which parameter component this stage reads: [..., 0] rows, [..., 1] columns."""
+        return self.axis
+
     def strides(self, t: Tensor) -> tuple[int, int, int, int, int]:
-        """(b, h, line, pos, atom) strides of a 6-D tensor (B, heads, H, W, M, last); size-1 dims count as 0."""
-        s = [st if size > 1 else 0 for st, size in zip(t.stride(), t.shape, strict=True)]
+        """(b, h, line, pos, atom) strides in elements of a (B, heads, H, W, M, …) tensor; size-1 dims count as 0
+        (broadcast)."""
+        s = [st if size > 1 else 0 for st, size in zip(t.stride()[:5], t.shape[:5], strict=True)]
         row, col = s[2], s[3]
         line, pos = (row, col) if self.axis == 1 else (col, row)
         return s[0], s[1], line, pos, s[4]
 
 
+@dataclass(frozen=True)
+class StageParams:
+    """One stage's parameters as (B|1, heads, H|1, W|1, M) float32 views: fixed ones broadcast with stride 0."""
+
+    mu: Tensor
+    sigma: Tensor
+    amp: Tensor | None  # None: α = 1 (stage 1)
+
+    @staticmethod
+    def of(stage: Stage, mu: Tensor, sigma: Tensor, amp: Tensor | None) -> StageParams:
+        """mu, sigma (heads, M, 2) or (B, heads, N, M, 2); amp (heads, M) or (B, heads, N, M) or None."""
+        height, width = stage.grid
+
+        def view(t: Tensor) -> Tensor:  # (heads, M) → (1, heads, 1, 1, M); (B, heads, N, M) → (B, heads, H, W, M)
+            return t[None, :, None, None, :] if t.dim() == 2 else t.unflatten(2, (height, width))
+
+        mu, sigma = (t.float().contiguous()[..., stage.field] for t in (mu, sigma))  # (…, M): shared strides
+        return StageParams(view(mu), view(sigma), None if amp is None else view(amp.float()))
+
+
 def _dot_precision(x: Tensor) -> str:
-    """tl.dot input precision: exact float32 products ("ieee", not TF32) for float32; bfloat16 ignores it."""
-    return "ieee" if x.dtype == torch.float32 else "tf32"
+    """tl.dot input precision: float32 as 3×TF32 on the tensor cores (error ~1e-6, where one TF32 pass gives
+    ~1e-3 and the exact "ieee" path runs on the FP32 cores and spills registers); half types ignore it."""
+    return "tf32x3" if x.dtype == torch.float32 else "tf32"
 
 
-def _stage_lse(stage: Stage, params: Tensor, heads: int) -> Tensor:
-    """lse (B, heads, H, W, M) float32 of the stage's logits, for every output token and atom."""
-    lse = params.new_empty(params.shape[:-1])
-    grid = lambda meta: (params.shape[0] * heads, stage.lines, triton.cdiv(stage.length, meta["BLOCK_O"]))
-    lse_kernel[grid](params, lse, heads, stage.length, params.shape[4],
-                     *stage.strides(params), *stage.strides(lse[..., None]), **_LSE_FIXED)
-    return lse
+def _launch(kernel, grid, args: tuple, consts: dict) -> None:
+    """Launch on the tensors' device (Triton uses the *current* one); the interpreter gets a fixed BLOCK_I, the
+    GPU autotunes it."""
+    if INTERPRET:
+        consts = {**consts, "BLOCK_I": _INTERP_BLOCK_I}
+    with torch.cuda.device(args[0].device) if args[0].is_cuda else contextlib.nullcontext():
+        kernel[grid](*args, **consts)
 
 
-def _stage_apply(stage: Stage, x: Tensor, out: Tensor, params: Tensor, lse: Tensor, heads: int,
-                 transposed: bool, sum_atoms: bool) -> Tensor:
-    """Launch the weighted sum (or its adjoint) of one stage; x and out are 6-D views (atom dim may be stride 0)."""
-    d = x.shape[-1]
-    grid = lambda meta: (x.shape[0] * heads, stage.lines,
-                         triton.cdiv(stage.length, meta["BLOCK_O"]) * triton.cdiv(d, meta["BLOCK_D"]))
-    apply_kernel[grid](x, out, params, lse, heads, stage.length, params.shape[4], d,
-                       *stage.strides(x), *stage.strides(out), *stage.strides(params), *stage.strides(lse[..., None]),
-                       TRANSPOSED=transposed, SUM_ATOMS=sum_atoms, PRECISION=_dot_precision(x), **_APPLY_FIXED)
-    return out
+def stage_forward(stage: Stage, x: Tensor, out: Tensor, params: StageParams, heads: int) -> Tensor:
+    """Kernel 1 on one stage: out (B, heads, H, W, M or 1, d) from x (same layout, atom dim 1 = shared by the
+    atoms); returns the normalizers 1/Σ_j e_ij, (B, heads, H, W, M) float32."""
+    batch, d, atoms = x.shape[0], x.shape[-1], params.mu.shape[-1]
+    norm = torch.empty(batch, heads, *stage.grid, atoms, device=x.device, dtype=torch.float32)
+    block_l, block_d = line_blocks(stage.length, d, x.element_size())
+    amp = params.amp if params.amp is not None else params.mu  # unread when HAS_AMP is False
+    grid = lambda meta: (batch * heads, stage.lines, triton.cdiv(stage.length, meta["BLOCK_I"]))
+    args = (x, out, norm, params.mu, params.sigma, amp, heads, stage.length, atoms, d,
+            *stage.strides(x), *stage.strides(out), *stage.strides(norm), *stage.strides(params.mu),
+            *(stage.strides(amp) if params.amp is not None else (0,) * 5))
+    consts = dict(X_PER_ATOM=x.shape[4] > 1, SUM_ATOMS=out.shape[4] == 1, HAS_AMP=params.amp is not None,
+                  PRECISION=_dot_precision(x), BLOCK_L=block_l, BLOCK_D=block_d)
+    _launch(forward_kernel, grid, args, consts)
+    return norm
 
 
-def _stage_param_grads(stage: Stage, dout: Tensor, x: Tensor, params: Tensor, lse: Tensor, heads: int) -> Tensor:
-    """(dμ, dσ, dα) per output token and atom: (B, heads, H, W, M, 3) float32."""
-    b, _, height, width, atoms, _ = dout.shape
-    grads = torch.empty(b, heads, height, width, atoms, 3, device=dout.device, dtype=torch.float32)
-    grid = lambda meta: (b * heads, stage.lines, triton.cdiv(stage.length, meta["BLOCK_O"]))
-    param_grad_kernel[grid](dout, x, params, lse, grads, heads, stage.length, atoms, dout.shape[-1],
-                            *stage.strides(dout), *stage.strides(x), *stage.strides(params),
-                            *stage.strides(lse[..., None]), *stage.strides(grads), PRECISION=_dot_precision(x),
-                            **_GRAD_FIXED)
+def stage_backward(stage: Stage, dout: Tensor, x: Tensor, dx: Tensor, norm: Tensor, params: StageParams,
+                   heads: int) -> Tensor:
+    """Kernel 2 on one stage: writes dx (layout of x; atom dim 1 = Σ over atoms) and returns the per-token
+    gradients (dμ, dσ, dα) of the stage, (B, heads, H, W, M, 3) float32 (dα is unwritten where the stage has no α)."""
+    batch, d, atoms = x.shape[0], x.shape[-1], params.mu.shape[-1]
+    grads = torch.empty(batch, heads, *stage.grid, atoms, 3, device=x.device, dtype=torch.float32)
+    block_l, block_d = line_blocks(stage.length, d, x.element_size())
+    amp = params.amp if params.amp is not None else params.mu
+    args = (dout, x, dx, norm, params.mu, params.sigma, amp, grads, heads, stage.length, atoms, d,
+            *stage.strides(dout), *stage.strides(x), *stage.strides(dx), *stage.strides(norm),
+            *stage.strides(params.mu), *(stage.strides(amp) if params.amp is not None else (0,) * 5),
+            *stage.strides(grads))
+    consts = dict(X_PER_ATOM=x.shape[4] > 1, DX_SUM_ATOMS=dx.shape[4] == 1, HAS_AMP=params.amp is not None,
+                  PRECISION=_dot_precision(x), BLOCK_L=block_l, BLOCK_D=block_d)
+    _launch(backward_kernel, (batch * heads, stage.lines), args, consts)
     return grads
 
 
-def _stage_params(mu: Tensor, sigma: Tensor, amp: Tensor | None, axis: int, batch: int,
-                  grid: tuple[int, int]) -> Tensor:
-    """Pack (μ, σ, α) of one axis as (B, heads, H, W, M, 3) float32; fixed parameters are a stride-0 broadcast.
+def stage_lse(stage: Stage, mu: Tensor, sigma: Tensor, batch: int = 1) -> Tensor:
+    """lse_i = log Σ_j exp(ℓ_ij − max_j ℓ_ij) of one stage from the forward kernel's normalizers: (B, heads, H, W, M).
 
-    amp None means α = 1 (the column stage).
+    Runs the forward kernel on a dummy 1-channel input; for teaching (notebook 04) and tests.
     """
-    height, width = grid
-    fields = [mu[..., axis], sigma[..., axis], torch.ones_like(mu[..., axis]) if amp is None else amp]
-    packed = torch.stack(fields, dim=-1).float().contiguous()  # (heads, M, 3) or (B, heads, N, M, 3)
-    if packed.dim() == 3:
-        heads, atoms = packed.shape[:2]
-        return packed[None, :, None, None].expand(batch, heads, height, width, atoms, 3)
-    return packed.view(batch, packed.shape[1], height, width, packed.shape[3], 3)
+    params = StageParams.of(stage, mu, sigma, None)
+    heads = params.mu.shape[1]
+    x = torch.zeros(batch, heads, *stage.grid, 1, 1, device=mu.device)  # (B, heads, H, W, 1, d = 1)
+    out = torch.empty(batch, heads, *stage.grid, params.mu.shape[-1], 1, device=mu.device)
+    return -torch.log(stage_forward(stage, x, out, params, heads))
+
+
+def _values_6d(t: Tensor, grid: tuple[int, int]) -> Tensor:
+    """(B, heads, N, d) → the (B, heads, H, W, 1, d) view, channel stride 1 (copied only if it is not)."""
+    if t.stride(-1) != 1:
+        t = t.contiguous()
+    return t.unflatten(2, grid).unsqueeze(4)
 
 
 class SSoGFunction(torch.autograd.Function):
@@ -379,149 +453,55 @@ class SSoGFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
         b, heads, n, d = v.shape
-        height, width = grid
         atoms = mu.shape[-2]
-        rows, cols = Stage(0, grid), Stage(1, grid)
-        p_col = _stage_params(mu, sigma, None, 1, b, grid)  # (B, heads, H, W, M, 3)
-        p_row = _stage_params(mu, sigma, amp, 0, b, grid)
-        v6 = v.contiguous().view(b, heads, height, width, 1, d).expand(b, heads, height, width, atoms, d)
-        z = v.new_empty(b, heads, height, width, atoms, d)  # (B, heads, H, W, M, d)
-        y = v.new_empty(b, heads, height, width, 1, d)  # (B, heads, H, W, 1, d)
-        lse_col = _stage_lse(cols, p_col, heads)  # (B, heads, H, W, M)
-        _stage_apply(cols, v6, z, p_col, lse_col, heads, transposed=False, sum_atoms=False)
-        lse_row = _stage_lse(rows, p_row, heads)
-        _stage_apply(rows, z, y.expand_as(z), p_row, lse_row, heads, transposed=False, sum_atoms=True)
-        ctx.save_for_backward(v6, z, p_col, p_row, lse_col, lse_row, mu, sigma, amp)
+        row_stage, col_stage = Stage(0, grid), Stage(1, grid)
+        p_col = StageParams.of(col_stage, mu, sigma, None)
+        p_row = StageParams.of(row_stage, mu, sigma, amp)
+        v6 = _values_6d(v, grid)  # (B, heads, H, W, 1, d)
+        z = v.new_empty(b, heads, *grid, atoms, d)  # (B, heads, H, W, M, d)
+        y = v.new_empty(b, heads, *grid, 1, d)  # (B, heads, H, W, 1, d)
+        norm_col = stage_forward(col_stage, v6, z, p_col, heads)  # (B, heads, H, W, M)
+        norm_row = stage_forward(row_stage, z, y, p_row, heads)
+        ctx.save_for_backward(v6, z, norm_col, norm_row, mu, sigma, amp)
         ctx.grid = grid
         return y.view(b, heads, n, d)
 
     @staticmethod
     @once_differentiable  # the backward kernels are not themselves differentiable
     def backward(ctx, dy: Tensor):
-        v6, z, p_col, p_row, lse_col, lse_row, mu, sigma, amp = ctx.saved_tensors
+        v6, z, norm_col, norm_row, mu, sigma, amp = ctx.saved_tensors
         b, heads, height, width, atoms, d = z.shape
-        rows, cols = Stage(0, ctx.grid), Stage(1, ctx.grid)
+        row_stage, col_stage = Stage(0, ctx.grid), Stage(1, ctx.grid)
+        p_col = StageParams.of(col_stage, mu, sigma, None)
+        p_row = StageParams.of(row_stage, mu, sigma, amp)
+        dy6 = _values_6d(dy, ctx.grid)  # (B, heads, H, W, 1, d): the same dY for every atom
+        dz = torch.empty_like(z)  # (B, heads, H, W, M, d)
+        g_row = stage_backward(row_stage, dy6, z, dz, norm_row, p_row, heads)  # (B, heads, H, W, M, 3)
+        dv6 = torch.empty(b, heads, height, width, 1, d, device=z.device, dtype=z.dtype)
+        g_col = stage_backward(col_stage, dz, v6, dv6, norm_col, p_col, heads)
+        per_token = lambda g: g.view(b, heads, height * width, atoms, *g.shape[5:])  # (B, heads, N, M, ...)
+        dmu = per_token(torch.stack([g_row[..., MU.value], g_col[..., MU.value]], dim=-1))  # (B, heads, N, M, 2)
+        dsigma = per_token(torch.stack([g_row[..., SIGMA.value], g_col[..., SIGMA.value]], dim=-1))
+        damp = per_token(g_row[..., AMP.value])  # (B, heads, N, M)
+        if mu.dim() == 3:  # fixed parameters: sum the per-token contributions over batch and tokens
+            dmu, dsigma, damp = (g.sum(dim=(0, 2)) for g in (dmu, dsigma, damp))
         need_v, need_mu, need_sigma, need_amp = ctx.needs_input_grad[:4]
-        need_params = need_mu or need_sigma or need_amp
-        dy6 = dy.contiguous().view(b, heads, height, width, 1, d).expand_as(z)  # same dY for every atom
-        # Stage 2 backward: dZ = W_rowᵀ dY per atom; (dμ_row, dσ_row, dα) from the Jacobian.
-        dz = torch.empty_like(z)
-        _stage_apply(rows, dy6, dz, p_row, lse_row, heads, transposed=True, sum_atoms=False)
-        g_row = _stage_param_grads(rows, dy6, z, p_row, lse_row, heads) if need_params else None
-        # Stage 1 backward: dV = Σ_m W_colᵀ dZ_m; (dμ_col, dσ_col).
-        dv = None
-        if need_v:
-            dv6 = torch.empty(b, heads, height, width, 1, d, device=z.device, dtype=v6.dtype)
-            _stage_apply(cols, dz, dv6.expand_as(z), p_col, lse_col, heads, transposed=True, sum_atoms=True)
-            dv = dv6.view(b, heads, height * width, d)
-        g_col = _stage_param_grads(cols, dz, v6, p_col, lse_col, heads) if need_params else None
-        dmu = dsigma = damp = None
-        if need_params:
-            per_token = lambda g: g.view(b, heads, height * width, atoms, *g.shape[5:])  # (B, heads, N, M, ...)
-            dmu = per_token(torch.stack([g_row[..., MU.value], g_col[..., MU.value]], dim=-1))  # (B, heads, N, M, 2)
-            dsigma = per_token(torch.stack([g_row[..., SIGMA.value], g_col[..., SIGMA.value]], dim=-1))
-            damp = per_token(g_row[..., AMP.value])  # (B, heads, N, M)
-            if mu.dim() == 3:  # fixed parameters: sum the per-token contributions over batch and tokens
-                dmu, dsigma, damp = (g.sum(dim=(0, 2)) for g in (dmu, dsigma, damp))
-            dmu, dsigma, damp = dmu.to(mu.dtype), dsigma.to(sigma.dtype), damp.to(amp.dtype)
-        return (dv, dmu if need_mu else None, dsigma if need_sigma else None, damp if need_amp else None, None)
+        return (dv6.view(b, heads, height * width, d) if need_v else None,
+                dmu.to(mu.dtype) if need_mu else None, dsigma.to(sigma.dtype) if need_sigma else None,
+                damp.to(amp.dtype) if need_amp else None, None)
 
 
 def ssog_triton(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """SSoG through the Triton kernels; shapes as in `ssog_lab.ops.ssog` (validated there).
+    """SSoG through the Triton kernels; shapes as in `ssog_lab.ops.ssog` (validated there), fixed or steered.
 
-    v float32, or on GPU also bfloat16 (and float16, which autocast produces on GPUs without bfloat16); weights
-    and accumulation in float32, Z and Y in v's dtype.
+    v float32, or on GPU also bfloat16 (and float16, which autocast produces on GPUs without bfloat16); weights,
+    parameters and accumulation in float32, Z and Y in v's dtype. Lines longer than MAX_LINE are refused.
     """
     allowed = (torch.float32,) if INTERPRET else (torch.float32, torch.bfloat16, torch.float16)
     if v.dtype not in allowed:
         raise ValueError(f"v must be {' or '.join(str(t).removeprefix('torch.') for t in allowed)} for the Triton "
                          f"backend{' in the interpreter' if INTERPRET else ''}, got {v.dtype}")
+    if max(grid) > MAX_LINE:
+        raise ValueError(f"grid {tuple(grid)}: the Triton backend takes lines of at most MAX_LINE={MAX_LINE} tokens; "
+                         "use backend='torch'")
     return SSoGFunction.apply(v, mu, sigma, amp, tuple(grid))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Roofline estimate
-# ---------------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Peaks:
-    """Peak rates of a GPU: bytes/s of DRAM, FLOP/s of the dot units per input dtype, FP32 FLOP/s, exp/s."""
-
-    name: str
-    bandwidth: float  # DRAM bytes per second
-    dot_flops: dict  # {"float32": FLOP/s of tl.dot with input_precision="ieee", "bfloat16": tensor-core FLOP/s}
-    fp32_flops: float  # CUDA-core FP32 FLOP/s (weight construction; also runs the ieee fp32 dots)
-    exps: float  # exponentials per second (special-function units)
-
-
-# NVIDIA H200 SXM data-sheet figures (dense): 4.8 TB/s HBM3e, 67 TFLOP/s FP32, 989 TFLOP/s BF16 tensor cores;
-# exp: 16 MUFU ops per clock per SM × 132 SMs × 1.98 GHz.
-H200 = Peaks("NVIDIA H200 SXM", 4.8e12, {"float32": 67e12, "bfloat16": 989e12}, 67e12, 16 * 132 * 1.98e9)
-
-# Approximate FP32 operations to build one weight w_ij (position difference, λ, exp argument, α, mask) and to
-# accumulate the five Jacobian sums of the parameter-gradient kernel.
-_WEIGHT_FLOPS, _GRAD_SUM_FLOPS = 10, 12
-
-
-@dataclass(frozen=True)
-class Roofline:
-    """Estimated work of one SSoG call and the time each resource alone would need (seconds)."""
-
-    bytes: float  # compulsory DRAM traffic: every kernel reads its inputs and writes its outputs once
-    flops: float  # FLOPs inside tl.dot (2 per multiply-add)
-    vector_flops: float  # FP32 FLOPs outside tl.dot (weight construction, gradient sums)
-    exps: float  # exponentials
-    t_memory: float  # bytes / bandwidth
-    t_dot: float  # dot FLOPs / dot peak of the dtype
-    t_fp32: float  # CUDA-core time: vector FLOPs, plus the dots themselves for float32 ("ieee" runs there)
-    t_exp: float  # exps / exp rate
-
-    @property
-    def time_s(self) -> float:
-        """Lower bound: the busiest resource."""
-        return max(self.t_memory, self.t_dot, self.t_fp32, self.t_exp)
-
-    @property
-    def bound(self) -> str:
-        """Which resource sets time_s: "memory", "dot", "fp32" or "exp"."""
-        times = {"memory": self.t_memory, "dot": self.t_dot, "fp32": self.t_fp32, "exp": self.t_exp}
-        return max(times, key=times.get)
-
-    @property
-    def intensity(self) -> float:
-        """Dot FLOPs per byte of DRAM traffic."""
-        return self.flops / self.bytes
-
-
-def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms: int, *, steered: bool,
-             dtype_bytes: int = 4, backward: bool = False, d_blocks: int = 1, peaks: Peaks = H200) -> Roofline:
-    """Roofline estimate of the Triton SSoG forward (or backward) pass for the given shapes.
-
-    dtype_bytes: bytes per element of V, Z, Y (4 float32, 2 bfloat16); parameters, lse and parameter gradients
-    are float32. d_blocks: how many BLOCK_D tiles cover head_dim (the weights are rebuilt once per d tile).
-    """
-    height, width = grid
-    n, bh, d, m = height * width, batch * heads, head_dim, atoms
-    pairs = bh * n * m * (height + width)  # (query i, source j, atom) triples over both stages
-    params = 3 * 4 * (bh * n * m if steered else heads * m)  # (μ, σ, α) float32 of one stage
-    stats = bh * n * m * 4  # one float32 per (token, atom): lse or one gradient field
-    if not backward:
-        # V → Z → Y; lse written by the lse kernel and read by the apply kernel; params read by both kernels.
-        data = bh * n * d * dtype_bytes * (2 + 2 * m)
-        bytes_ = data + 2 * 2 * stats + 2 * 2 * params
-        flops = 2 * pairs * d
-        exps = pairs * (1 + d_blocks)
-        vector = _WEIGHT_FLOPS * exps
-    else:
-        # Per stage: adjoint (dOut → dInput) and parameter gradients (dOut, input → 3 fields); dY, V: N·d each,
-        # Z, dZ: N·M·d each, every one read twice or written once as counted in the module docstring.
-        data = bh * n * d * dtype_bytes * (4 + 4 * m)
-        bytes_ = data + 2 * 2 * stats + 2 * 2 * params + 2 * 3 * stats
-        flops = 2 * (2 * pairs * d)
-        exps = pairs * (d_blocks + 1)
-        vector = _WEIGHT_FLOPS * exps + _GRAD_SUM_FLOPS * pairs
-    dtype = "bfloat16" if dtype_bytes == 2 else "float32"
-    t_dot = flops / peaks.dot_flops[dtype]
-    t_fp32 = vector / peaks.fp32_flops + (t_dot if dtype == "float32" else 0.0)
-    return Roofline(bytes_, flops, vector, exps, bytes_ / peaks.bandwidth, t_dot, t_fp32, exps / peaks.exps)

@@ -22,9 +22,10 @@ from ..bench import cuda_time_ms
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes, photo_grid
 
-# The parts of the kernel module in reading order.
-KERNEL_PARTS = ("_mode", "_shifted_logit", "_axis_lse_kernel", "_axis_apply_kernel", "_axis_param_grad_kernel",
-                "Stage", "_stage_params", "SSoGFunction")
+# The parts of the kernel module in reading order: the same list as `triton_kernel.READING_ORDER` (spelled out here
+# because importing ssog_lab.viz must not import triton; tests/test_triton.py checks that the two agree).
+KERNEL_PARTS = ("_mode", "_atom", "_weights", "_line_sources", "_line_base", "_stage_forward_kernel",
+                "_stage_backward_kernel", "Stage", "stage_forward", "stage_backward", "SSoGFunction")
 
 
 def _kernel_module():
@@ -61,17 +62,17 @@ def random_atoms(heads: int, atoms: int, grid: tuple[int, int], batch: int = 1, 
 
 
 def lse_step(grid: tuple[int, int] = (3, 5), atoms: int = 2, seed: int = 0) -> dict[str, float]:
-    """Step 1 of the kernel on its own: the row stage's log-normalizers from `_axis_lse_kernel` against torch.
+    """The forward kernel's normalizers on their own: stage 1 (column mixing, parameters [..., 1]) against torch.
 
-    The kernel stores lse_i = log Σ_j exp(ℓ_ij − ℓ_ij*) (logits shifted by their maximum, at the grid
-    position j* nearest the centre). Rebuilding the weights exp(ℓ_ij − ℓ_ij* − lse_i) from it must give
-    `ops.axis_weights`. Returns the largest errors of both, float32.
+    The kernel stores 1/Σ_j e_ij with e_ij = exp(ℓ_ij − ℓ_ij*) (logits shifted by their maximum, at the grid
+    position j* nearest the centre); `triton_kernel.stage_lse` returns lse_i = log Σ_j e_ij from it. Rebuilding
+    the weights exp(ℓ_ij − ℓ_ij* − lse_i) from it must give `ops.axis_weights`. Returns the largest errors of
+    both, float32.
     """
     tk = _kernel_module()
     height, width = grid
     mu, sigma, amp = random_atoms(1, atoms, grid, seed=seed)  # (1, M, 2), (1, M)
-    params = tk._stage_params(mu, sigma, None, 1, 1, grid)  # (B=1, heads=1, H, W, M, 3): column-axis fields
-    lse = tk._stage_lse(tk.Stage(1, grid), params, 1)[0, 0]  # (H, W, M)
+    lse = tk.stage_lse(tk.Stage(1, grid), mu, sigma)[0, 0]  # (H, W, M)
     cols = torch.arange(width, dtype=torch.float32)
     centre = cols[:, None] + mu[0, :, 1]  # (W, M): query column i plus μ_col
     logits = -(cols[None, None, :] - centre[..., None]) ** 2 / (2 * sigma[0, :, 1, None] ** 2)  # (W, M, W)
@@ -197,19 +198,20 @@ def gpu_timing_figure(rows: list[dict]) -> go.Figure:
 
 def roofline_table(sides: tuple[int, ...] = (16, 32, 64), batch: int = 8, heads: int = 6, d: int = 64,
                    atoms: int = 4) -> go.Figure:
-    """The kernel module's roofline *estimate* (data-sheet H200 peaks, not a measurement) as a table."""
-    tk = _kernel_module()
+    """The roofline *estimate* of `ssog_lab.ops.roofline` (H200 ceilings, not a measurement) as a table."""
+    from ..ops import roofline as rf
+
     cells = {k: [] for k in ("grid", "dtype", "MB moved", "GFLOP (dots)", "FLOP/byte", "bound", "estimate (ms)")}
     for side in sides:
         for dtype_bytes, name in ((4, "float32"), (2, "bfloat16")):
-            r = tk.roofline(batch, heads, (side, side), d, atoms, steered=False, dtype_bytes=dtype_bytes)
+            r = rf.roofline(batch, heads, (side, side), d, atoms, steered=False, dtype_bytes=dtype_bytes)
             for key, value in zip(cells, (f"{side}×{side}", name, f"{r.bytes / 1e6:.1f}", f"{r.flops / 1e9:.2f}",
                                           f"{r.intensity:.1f}", r.bound, f"{1e3 * r.time_s:.3f}"), strict=True):
                 cells[key].append(value)
     figure = go.Figure(go.Table(header={"values": list(cells)}, cells={"values": list(cells.values())}))
     figure.update_layout(height=80 + 28 * len(cells["grid"]), width=900, margin={"t": 30, "b": 10},
                          title=f"roofline estimate, fixed forward, B = {batch}, {heads} heads, d = {d}, M = {atoms} "
-                               f"({tk.H200.name} data-sheet peaks)")
+                               f"({rf.H200.name} ceilings)")
     return figure
 
 
