@@ -10,11 +10,11 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
   horizon SDPA and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side).
-Runs go in RUNS/<phase>/<name>/. `summary.json` from the train CLI marks a run done: it is skipped on the next
-call. A folder with a checkpoint but no summary is resumed (one with metrics only is started afresh). A run
-that exited with an error leaves `failed.json` and is retried only with --retry-failed (a tuning trial that
-diverged ranks last). `--jobs 2` runs two single-thread processes at once (one per core); every start and end
-is appended to RUNS/sweep.log.
+Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
+marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
+metrics only is started afresh). A run that exited with an error leaves `failed.json` and is retried only with
+--retry-failed (a tuning trial that diverged ranks last). `--jobs 2` runs two single-thread processes at once (one
+per core); every start and end is appended to RUNS/sweep.log.
 `report` writes the markdown tables.
 
     python scripts/fashion_sweep.py run --dry-run       # print every command, run nothing
@@ -45,6 +45,7 @@ MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
 # ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks).
 DEPTHS = {"discrete": [], "looped": [], "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
+RUNS = Path("docs/results/accuracy_fashion/runs")  # tracked: a sweep spans sessions; .gitignore drops checkpoints
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
 PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_plan.md)
 # The tuning grid per mixer; each mixer gets the same number of trials drawn from its own grid.
@@ -52,9 +53,9 @@ SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
     "axial": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
     "ssog": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (8, 16), "atoms": (4, 8)},
-    # Steered heads and atoms cost time (the steering head predicts heads·atoms·5 values per token): no more
-    # than the default 8 × 4, so no trial is slower than the main runs.
-    "ssog-steered": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (4, 8)},
+    # Steered heads cost time (each evaluates M·(H+W) weights per token, and the steering head predicts
+    # heads·atoms·5 values per token): the nano default of 2 and twice that (models.ViTConfig gives the timings).
+    "ssog-steered": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (2, 4)},
 }
 
 
@@ -319,7 +320,8 @@ def report(root: Path, tuning: list[Run], finals: list[Run]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=("run", "report"))
-    p.add_argument("--runs", type=Path, default=Path("runs/fashion"), help="root of the run folders")
+    p.add_argument("--runs", type=Path, default=RUNS, help="root of the run folders (finished runs' summaries "
+                   "and metrics are committed there; checkpoints are not)")
     p.add_argument("--data-dir", type=Path, default=data.FASHION_MNIST_ROOT)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=6, help="tuning trials per mixer (the same for every mixer)")
