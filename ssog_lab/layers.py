@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import ops
+from .ops import reference
 
 _SDPA_BACKENDS = {
     "auto": None,
@@ -64,6 +65,13 @@ class SSoGMixer(nn.Module):
     C // 4) then `steer` (steer_rank → heads·M·5) — so that it costs less than the Q and K projections SSoG
     removes (a full C → heads·M·5 map would cost 2.5·C² with heads = C // 8, more than attention's 2·C²).
     `steer` is zero-initialized, so a steered layer starts as its fixed twin.
+
+    Fixed atoms without autograd (torch.no_grad / inference_mode) reuse their Gaussian matrices between calls:
+    they depend on the parameters and the grid only, and building them costs about as much as applying them on
+    small grids (at 14×14, 24 heads × 8, batch 1: 185 of 460 µs). The cache holds one grid and is rebuilt when
+    the grid, the dtype, or a parameter changes: replaced, moved, or updated in place (optimizer steps,
+    load_state_dict and copy_ bump the tensor's version counter). Writes through `param.data`, which bypass
+    the counter, are not seen.
     """
 
     def __init__(self, dim: int, heads: int, atoms: int = 4, steered: bool = False,
@@ -86,6 +94,8 @@ class SSoGMixer(nn.Module):
             self.steer = nn.Linear(rank, heads * atoms * 5)
             nn.init.zeros_(self.steer.weight)
             nn.init.zeros_(self.steer.bias)
+        # (key, operator, parameters) of the last prepared fixed operator, see _fixed_operator
+        self._prepared: tuple[tuple, reference.FixedOperator, tuple[Tensor, ...]] | None = None
 
     def atom_parameters(self, x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """(mu, sigma, amp): fixed shapes (heads, M, 2), (heads, M, 2), (heads, M), or, when steered and
@@ -103,11 +113,28 @@ class SSoGMixer(nn.Module):
     def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
         _check_input(x, self.dim, grid)
         v = _split_heads(self.value(x), self.heads)  # (B, heads, N, d)
-        mu, sigma, amp = self.atom_parameters(x)
-        # σ = exp(·) > 0 by construction: skip the value checks (a device sync on GPU).
-        y = ops.ssog(v, mu.to(v.dtype), sigma.to(v.dtype), amp.to(v.dtype), grid, backend=self.backend,
-                     check_values=False)
+        if self.steer is None and self.backend != "triton" and not torch.is_grad_enabled():
+            op = self._fixed_operator(ops._check_grid(grid, v.shape[2]), v.dtype)
+            y = reference.apply_fixed(v, op)  # (B, heads, N, d)
+        else:
+            mu, sigma, amp = self.atom_parameters(x)
+            # σ = exp(·) > 0 by construction: skip the value checks (a device sync on GPU).
+            y = ops.ssog(v, mu.to(v.dtype), sigma.to(v.dtype), amp.to(v.dtype), grid, backend=self.backend,
+                         check_values=False)
         return self.proj(_merge_heads(y))  # (B, N, C)
+
+    def _fixed_operator(self, grid: tuple[int, int], dtype: torch.dtype) -> reference.FixedOperator:
+        """The prepared fixed operator for grid and dtype, from the cache when the parameters are unchanged:
+        the same objects (compared by identity), at the same version and storage address."""
+        params = (self.mu, self.log_sigma, self.amp)
+        key = (grid, dtype, *((p._version, p.data_ptr()) for p in params))
+        cached = self._prepared
+        if cached is not None and cached[0] == key and all(a is b for a, b in zip(cached[2], params, strict=True)):
+            return cached[1]
+        mu, sigma, amp = self.atom_parameters()
+        op = reference.prepare_fixed(mu.to(dtype), sigma.to(dtype), amp.to(dtype), grid)
+        self._prepared = (key, op, params)
+        return op
 
 
 class _AttentionBase(nn.Module):

@@ -316,6 +316,38 @@ def test_large_grid_never_builds_dense(monkeypatch):
     assert out.shape == (1, 2, 256, 4)
 
 
+@pytest.mark.parametrize("batch, grid, dense", [(1, (8, 8), False), (15, (8, 8), False), (16, (8, 8), True),
+                                                 (64, (2, 32), True), (64, (5, 13), False)])
+def test_fixed_path_choice_follows_tokens_and_batch(monkeypatch, batch, grid, dense):
+    """Built per call, the fixed dense kernel is used for N ≤ DENSE_MAX_TOKENS and B ≥ DENSE_MIN_BATCH only;
+    prepared once (prepare_fixed), for N ≤ DENSE_MAX_TOKENS at any batch."""
+    built = []
+    real = ref.dense_kernel_reference
+    monkeypatch.setattr(ref, "dense_kernel_reference", lambda *a: built.append(1) or real(*a))
+    v = torch.randn(batch, 2, grid[0] * grid[1], 2)
+    ops.ssog(v, *random_params(2, 3, grid, dtype=torch.float32), grid)
+    assert bool(built) == dense
+    prepared = ref.prepare_fixed(*random_params(2, 3, grid, dtype=torch.float32), grid)
+    assert (prepared.kernel is not None) == (grid[0] * grid[1] <= ref.DENSE_MAX_TOKENS)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("grid", [(3, 3), (5, 4), (1, 6)])
+def test_prepared_fixed_operator_matches_brute_force_at_any_batch(grid, dense):
+    """One prepared operator (kernel or factors) serves values of any batch size, in any float dtype."""
+    gen = torch.Generator().manual_seed(7)
+    mu, sigma, amp = random_params(3, 2, grid, gen=gen)
+    op = ref.prepare_fixed(mu, sigma, amp, grid, dense=dense)
+    assert (op.kernel is None) == (op.row is not None) == (op.col_t is not None) == (not dense)
+    for batch in (1, 4):
+        v = torch.randn(batch, 3, grid[0] * grid[1], 2, generator=gen, dtype=torch.float64)
+        torch.testing.assert_close(ref.apply_fixed(v, op), brute_force(v, mu, sigma, amp, grid),
+                                   rtol=1e-10, atol=1e-12)
+        got = ref.apply_fixed(v.float(), op)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), brute_force(v, mu, sigma, amp, grid), rtol=1e-5, atol=1e-6)
+
+
 def _good():
     v = torch.randn(2, 2, 12, 4)
     mu, sigma, amp = random_params(2, 3, (3, 4), dtype=torch.float32)

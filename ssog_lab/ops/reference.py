@@ -15,14 +15,26 @@ evaluations of docs/DESIGN.md's formulas; tests check them against a brute-force
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Grids with at most this many tokens use the dense kernel (see docs/results/operator_cpu.md
-# for the crossover measurement behind the number).
+# Fixed parameters: grids with at most this many tokens use the dense kernel when it is prepared once for many
+# calls (`prepare_fixed`, the SSoGMixer's inference cache), and, when it is built per call, only for batches of at
+# least DENSE_MIN_BATCH (building the N×N kernel costs about as much as applying it to one image). Forward, no
+# grad, 24 heads × 8 (8 heads × 8 alike), M = 4, one thread, ms, dense / separable, built per call | prepared:
+#   B=1:  6×6 0.21 / 0.19 | 0.03 / 0.09,  8×8 0.37 / 0.22 | 0.08 / 0.12,  12×12 1.69 / 0.28 | 0.40 / 0.14
+#   B=4:  6×6 0.31 / 0.41 | 0.12 / 0.32,  8×8 0.73 / 0.50 | 0.35 / 0.40
+#   B=16: 6×6 0.73 / 1.28 | 0.45 / 1.15,  8×8 2.07 / 1.99 | 1.59 / 1.82
+#   B=64: 6×6 2.55 / 5.97 | 2.09 / 5.49,  8×8 9.89 / 8.22 | 8.25 / 7.80
+# (2-core shared CPU, load ≈ 4, min of 10 × 5 calls. Built per call: `ssog_reference(v, mu, sigma, amp, grid,
+# dense=True/False)`, as `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8 --grid-sizes 6 8 12`
+# times it; prepared: `apply_fixed(v, op)` with `op = prepare_fixed(mu, sigma, amp, grid, dense=True/False)` built
+# once before the timing loop.) docs/results/operator_cpu.md has the full tables.
 DENSE_MAX_TOKENS = 64
+DENSE_MIN_BATCH = 16
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
 # smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
 # 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
@@ -154,21 +166,64 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
                    dense: bool | None = None) -> Tensor:
     """SSoG in PyTorch. Shapes as in `ssog_lab.ops.ssog` (validated there).
 
-    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size
-    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters). Half-precision v is
-    mixed in float32 and the result cast back once.
+    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size (fixed:
+    N ≤ DENSE_MAX_TOKENS and B ≥ DENSE_MIN_BATCH, as the kernel is built for this call only; steered:
+    N ≤ DENSE_MAX_TOKENS_STEERED). Half-precision v is mixed in float32 and the result cast back once.
     """
     b, heads, n, d = v.shape
+    if mu.dim() == 3:
+        if dense is None:
+            dense = n <= DENSE_MAX_TOKENS and b >= DENSE_MIN_BATCH
+        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, dense))
     if dense is None:
-        dense = n <= (DENSE_MAX_TOKENS if mu.dim() == 3 else DENSE_MAX_TOKENS_STEERED)
+        dense = n <= DENSE_MAX_TOKENS_STEERED
     work = _compute_dtype(v.dtype)
     x = v.to(work)
+    mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
+    y = dense_kernel_reference(mu, sigma, amp, grid) @ x if dense else _steered_separable(x, mu, sigma, amp, grid)
+    return y.to(v.dtype)  # (B, heads, N, d)
+
+
+class FixedOperator(NamedTuple):
+    """Fixed-parameter SSoG made ready for one grid, in the compute dtype: either the dense kernel, or the two
+    separable factors. It depends on the parameters and the grid only, so it can serve many calls (any batch).
+
+    kernel  (heads, N, N): K, or None;
+    row     (heads, M·H, H): α_m G_row,m stacked by atom (the row stage's left factor), or None;
+    col_t   (heads, M, W', W): G_col,mᵀ (the column stage's right factor), or None.
+    """
+
+    grid: tuple[int, int]
+    kernel: Tensor | None
+    row: Tensor | None
+    col_t: Tensor | None
+
+
+def prepare_fixed(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
+                  dense: bool | None = None) -> FixedOperator:
+    """Build the Gaussian matrices of fixed parameters mu, sigma (heads, M, 2), amp (heads, M) once, for
+    `apply_fixed`. dense: None picks the kernel for N ≤ DENSE_MAX_TOKENS (applying a prepared kernel beats the
+    separable factors there at every batch size, see DENSE_MAX_TOKENS). Differentiable in the parameters."""
+    height, width = grid
+    if dense is None:
+        dense = height * width <= DENSE_MAX_TOKENS
+    work = _compute_dtype(mu.dtype)
+    mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
     if dense:
-        y = dense_kernel_reference(mu, sigma, amp, grid).to(work) @ x  # (B, heads, N, d)
-    else:
-        mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
-        y = (_fixed_separable if mu.dim() == 3 else _steered_separable)(x, mu, sigma, amp, grid)
-    return y.to(v.dtype)
+        return FixedOperator(grid, dense_kernel_reference(mu, sigma, amp, grid), None, None)
+    heads, atoms = amp.shape
+    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
+    row = (amp[..., None, None] * g_row).reshape(heads, atoms * height, height)  # α folded into the row stage
+    return FixedOperator(grid, None, row, g_col.transpose(-1, -2))
+
+
+def apply_fixed(v: Tensor, op: FixedOperator) -> Tensor:
+    """Y = K V for values v (B, heads, N, d) with a prepared fixed operator; (B, heads, N, d) in v's dtype
+    (half types are mixed in float32)."""
+    work = _compute_dtype(v.dtype)
+    x = v.to(work)
+    y = op.kernel.to(work) @ x if op.kernel is not None else _fixed_separable(x, op)
+    return y.to(v.dtype)  # (B, heads, N, d)
 
 
 def _token_major(y: Tensor) -> Tensor:
@@ -178,9 +233,9 @@ def _token_major(y: Tensor) -> Tensor:
     return y.view(b, height * width, heads, d).transpose(1, 2)  # (B, heads, N, d)
 
 
-def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are built once per call and
-    shared by the batch; fixed parameters on CUDA take this path too). v and the parameters are in the compute dtype.
+def _fixed_separable(v: Tensor, op: FixedOperator) -> Tensor:
+    """Fixed SSoG as large GEMMs, one per head and stage, with the factors of `op` (shared by the batch; fixed
+    parameters on CUDA take this path too). v is in the compute dtype.
 
     The values of one head are laid out as a matrix with the row index r' first and everything else
     (b, d, c') behind it, so that the row stage is a single left multiplication for all atoms at once,
@@ -188,22 +243,22 @@ def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tu
     multiplication; the atom sum accumulates in place. The order of the two stages does not matter for
     fixed parameters (G_row ⊗ G_col); only the input and the output are permuted.
     """
-    height, width = grid
+    height, width = op.grid
     b, heads, n, d = v.shape
-    atoms = mu.shape[1]
-    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
-    g_row = amp[..., None, None] * g_row  # fold α into the row stage
-    g_col_t = g_col.transpose(-1, -2)  # (heads, M, W', W): G_colᵀ, the right factor
+    atoms = op.col_t.shape[1]
+    row, col_t = op.row.to(v.dtype), op.col_t.to(v.dtype)  # (heads, M·H, H), (heads, M, W', W)
     x = v.reshape(b, heads, height, width, d).permute(1, 2, 0, 4, 3)  # (heads, H, B, d, W)
     x = x.reshape(heads, height, b * d * width)  # (heads, H, B·d·W), a copy
     # row_stage (stage 2; fixed parameters let the stages commute), all atoms in one GEMM per head:
     # Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
-    z = torch.bmm(g_row.reshape(heads, atoms * height, height), x)  # (heads, M·H, B·d·W)
+    z = torch.bmm(row, x)  # (heads, M·H, B·d·W)
     z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
     # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
-    y = torch.bmm(z[:, 0], g_col_t[:, 0])  # (heads, H·B·d, W)
+    # A loop of in-place GEMMs: one GEMM over (heads·M) and a sum over m is slower (302 against 277 µs at 14×14,
+    # B=1, 24 heads × 8), and an out-of-place sum would copy y once per atom.
+    y = torch.bmm(z[:, 0], col_t[:, 0])  # (heads, H·B·d, W)
     for m in range(1, atoms):
-        y.baddbmm_(z[:, m], g_col_t[:, m])  # in place: an out-of-place sum would copy y once per atom
+        y.baddbmm_(z[:, m], col_t[:, m])
     out = y.view(heads, height, b, d, width).permute(2, 1, 4, 0, 3)  # (B, H, W, heads, d)
     return _token_major(out.contiguous())
 
