@@ -100,6 +100,21 @@ def test_fixed_mixer_cache_follows_every_parameter_change(grid):
     check(inputs=x.float())  # the operator prepared in inference mode serves no_grad calls
 
 
+def test_fixed_mixer_keeps_no_large_matrices(monkeypatch):
+    """Above FIXED_CACHE_MAX_ENTRIES the prepared matrices are used for the call and then dropped."""
+    import ssog_lab.layers as layers
+
+    torch.manual_seed(6)
+    mixer = SSoGMixer(8, 2, atoms=2).double()
+    x = torch.randn(1, 72, 8, dtype=torch.float64)
+    monkeypatch.setattr(layers, "FIXED_CACHE_MAX_ENTRIES", 2 * 2 * (8 * 8 + 9 * 9) - 1)  # heads·M·(H² + W²) − 1
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(x, (8, 9)), _fresh(mixer, x, (8, 9)))
+        assert mixer._prepared is None
+        mixer(x[:, :6], (2, 3))  # dense, heads·N² = 72 entries: kept
+        assert mixer._prepared is not None and mixer._prepared[1].kernel is not None
+
+
 def test_fixed_mixer_under_autograd_builds_its_matrices_and_gives_gradients():
     """With autograd on (even after a cached no_grad or inference_mode call) the atoms get exact gradients."""
     torch.manual_seed(5)
