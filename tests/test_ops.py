@@ -316,19 +316,18 @@ def test_large_grid_never_builds_dense(monkeypatch):
     assert out.shape == (1, 2, 256, 4)
 
 
-@pytest.mark.parametrize("batch, grid, dense", [(1, (8, 8), False), (15, (8, 8), False), (16, (8, 8), True),
-                                                 (64, (2, 32), True), (64, (5, 13), False)])
-def test_fixed_path_choice_follows_tokens_and_batch(monkeypatch, batch, grid, dense):
-    """Built per call, the fixed dense kernel is used for N ≤ DENSE_MAX_TOKENS and B ≥ DENSE_MIN_BATCH only;
-    prepared once (prepare_fixed), for N ≤ DENSE_MAX_TOKENS at any batch."""
+@pytest.mark.parametrize("batch, grid", [(1, (6, 6)), (1, (7, 6)), (1, (8, 8)), (64, (8, 8)), (1, (9, 8))])
+def test_fixed_path_choice_follows_the_token_count(monkeypatch, batch, grid):
+    """Built per call, the fixed dense kernel is used for N ≤ DENSE_MAX_TOKENS; prepared once (prepare_fixed),
+    for N ≤ DENSE_MAX_TOKENS_PREPARED; at any batch size."""
+    n = grid[0] * grid[1]
     built = []
     real = ref.dense_kernel_reference
     monkeypatch.setattr(ref, "dense_kernel_reference", lambda *a: built.append(1) or real(*a))
-    v = torch.randn(batch, 2, grid[0] * grid[1], 2)
-    ops.ssog(v, *random_params(2, 3, grid, dtype=torch.float32), grid)
-    assert bool(built) == dense
-    prepared = ref.prepare_fixed(*random_params(2, 3, grid, dtype=torch.float32), grid)
-    assert (prepared.kernel is not None) == (grid[0] * grid[1] <= ref.DENSE_MAX_TOKENS)
+    params = random_params(2, 3, grid, dtype=torch.float32)
+    ops.ssog(torch.randn(batch, 2, n, 2), *params, grid)
+    assert bool(built) == (n <= ref.DENSE_MAX_TOKENS)
+    assert (ref.prepare_fixed(*params, grid).kernel is not None) == (n <= ref.DENSE_MAX_TOKENS_PREPARED)
 
 
 @pytest.mark.parametrize("dense", [True, False])

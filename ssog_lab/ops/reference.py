@@ -21,20 +21,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Fixed parameters: grids with at most this many tokens use the dense kernel when it is prepared once for many
-# calls (`prepare_fixed`, the SSoGMixer's inference cache), and, when it is built per call, only for batches of at
-# least DENSE_MIN_BATCH (building the N×N kernel costs about as much as applying it to one image). Forward, no
-# grad, 24 heads × 8 (8 heads × 8 alike), M = 4, one thread, ms, dense / separable, built per call | prepared:
-#   B=1:  6×6 0.21 / 0.19 | 0.03 / 0.09,  8×8 0.37 / 0.22 | 0.08 / 0.12,  12×12 1.69 / 0.28 | 0.40 / 0.14
-#   B=4:  6×6 0.31 / 0.41 | 0.12 / 0.32,  8×8 0.73 / 0.50 | 0.35 / 0.40
-#   B=16: 6×6 0.73 / 1.28 | 0.45 / 1.15,  8×8 2.07 / 1.99 | 1.59 / 1.82
-#   B=64: 6×6 2.55 / 5.97 | 2.09 / 5.49,  8×8 9.89 / 8.22 | 8.25 / 7.80
-# (2-core shared CPU, load ≈ 4, min of 10 × 5 calls. Built per call: `ssog_reference(v, mu, sigma, amp, grid,
-# dense=True/False)`, as `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8 --grid-sizes 6 8 12`
-# times it; prepared: `apply_fixed(v, op)` with `op = prepare_fixed(mu, sigma, amp, grid, dense=True/False)` built
-# once before the timing loop.) docs/results/operator_cpu.md has the full tables.
-DENSE_MAX_TOKENS = 64
-DENSE_MIN_BATCH = 16
+# Fixed parameters: grids with at most DENSE_MAX_TOKENS tokens use the dense kernel when it is built for one call
+# (ssog_reference, ops.ssog), and with at most DENSE_MAX_TOKENS_PREPARED when it is prepared once for many calls
+# (`prepare_fixed`, the SSoGMixer's no-grad cache), where only applying it counts. Dense / separable ms, 24 heads × 8
+# (8 heads × 8: the same winners, or ties), M = 4, one thread, min of 8-10 × 3-5 calls (forward + backward: CPU
+# time; forward: wall time), 2-core shared CPU at load ≈ 2.5-4:
+#   built per call, forward + backward:  6×6 B=1 1.10 / 1.38, B=4 1.80 / 2.12, B=16 5.30 / 6.24, B=64 16.3 / 19.2;
+#                                        8×8 B=1 1.76 / 1.45, B=4 4.07 / 2.74, B=16 11.7 / 8.10, B=64 39.3 / 32.6;
+#   built per call, forward (no grad):   6×6 B=1 0.21 / 0.19, B=4 0.31 / 0.41, B=16 0.73 / 1.28, B=64 2.55 / 5.97;
+#                                        8×8 B=1 0.37 / 0.22, B=4 0.73 / 0.50, B=16 2.07 / 1.99, B=64 9.89 / 8.22;
+#   prepared, forward (applying only):   8×8 B=1 0.08 / 0.12, B=4 0.35 / 0.40, B=16 1.59 / 1.82, B=64 8.25 / 7.80;
+#                                        12×12 B=1 0.40 / 0.14, B=4 1.79 / 0.52.
+# Built per call: `ssog_reference(v, mu, sigma, amp, grid, dense=True/False)` (+ `.sum().backward()` with
+# gradients for v, mu, log σ, amp), as `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8
+# --grid-sizes 6 8 12` times it; prepared: `apply_fixed(v, op)` with `op = prepare_fixed(mu, sigma, amp, grid,
+# dense=True/False)` built before the timing loop. docs/results/operator_cpu.md: per-call tables for more grids.
+DENSE_MAX_TOKENS = 36
+DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
 # smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
 # 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
@@ -166,15 +169,13 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
                    dense: bool | None = None) -> Tensor:
     """SSoG in PyTorch. Shapes as in `ssog_lab.ops.ssog` (validated there).
 
-    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size (fixed:
-    N ≤ DENSE_MAX_TOKENS and B ≥ DENSE_MIN_BATCH, as the kernel is built for this call only; steered:
-    N ≤ DENSE_MAX_TOKENS_STEERED). Half-precision v is mixed in float32 and the result cast back once.
+    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size
+    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters). Half-precision v is
+    mixed in float32 and the result cast back once.
     """
     b, heads, n, d = v.shape
     if mu.dim() == 3:
-        if dense is None:
-            dense = n <= DENSE_MAX_TOKENS and b >= DENSE_MIN_BATCH
-        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, dense))
+        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, n <= DENSE_MAX_TOKENS if dense is None else dense))
     if dense is None:
         dense = n <= DENSE_MAX_TOKENS_STEERED
     work = _compute_dtype(v.dtype)
@@ -202,11 +203,11 @@ class FixedOperator(NamedTuple):
 def prepare_fixed(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
                   dense: bool | None = None) -> FixedOperator:
     """Build the Gaussian matrices of fixed parameters mu, sigma (heads, M, 2), amp (heads, M) once, for
-    `apply_fixed`. dense: None picks the kernel for N ≤ DENSE_MAX_TOKENS (applying a prepared kernel beats the
-    separable factors there at every batch size, see DENSE_MAX_TOKENS). Differentiable in the parameters."""
+    `apply_fixed`. dense: None picks the kernel for N ≤ DENSE_MAX_TOKENS_PREPARED (applying a prepared kernel
+    beats the separable factors there, see DENSE_MAX_TOKENS). Differentiable in the parameters."""
     height, width = grid
     if dense is None:
-        dense = height * width <= DENSE_MAX_TOKENS
+        dense = height * width <= DENSE_MAX_TOKENS_PREPARED
     work = _compute_dtype(mu.dtype)
     mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
     if dense:
