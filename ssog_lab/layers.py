@@ -122,7 +122,9 @@ class SSoGMixer(nn.Module):
     def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
         _check_input(x, self.dim, grid)
         v = _split_heads(self.value(x), self.heads)  # (B, heads, N, d)
-        if self.steer is None and self.backend != "triton" and not torch.is_grad_enabled():
+        # Parameters created under inference_mode have no version counter to key a cache on.
+        if (self.steer is None and self.backend != "triton" and not torch.is_grad_enabled()
+                and not self.mu.is_inference()):
             op = self._fixed_operator(ops._check_grid(grid, v.shape[2]), v.dtype)
             y = reference.apply_fixed(v, op)  # (B, heads, N, d)
         else:

@@ -100,6 +100,17 @@ def test_fixed_mixer_cache_follows_every_parameter_change(grid):
     check(inputs=x.float())  # the operator prepared in inference mode serves no_grad calls
 
 
+def test_fixed_mixer_built_under_inference_mode_runs():
+    """Parameters created in inference mode are inference tensors, without the version counter the cache needs."""
+    with torch.inference_mode():
+        mixer = SSoGMixer(8, 2, atoms=2)
+        x = torch.randn(1, 20, 8)
+        torch.testing.assert_close(mixer(x, (4, 5)), _fresh(mixer, x, (4, 5)))
+        with torch.no_grad():
+            mixer.mu.add_(1.0)  # in place, untracked: the next call must see it
+        torch.testing.assert_close(mixer(x, (4, 5)), _fresh(mixer, x, (4, 5)))
+
+
 def test_fixed_mixer_keeps_no_large_matrices(monkeypatch):
     """Above FIXED_CACHE_MAX_ENTRIES the prepared matrices are used for the call and then dropped."""
     import ssog_lab.layers as layers
