@@ -48,6 +48,101 @@ def test_ssog_mixer_matches_operator_and_kernel():
     torch.testing.assert_close(mixer(x, (4, 5)), expected)
 
 
+def _fresh(mixer: SSoGMixer, x: torch.Tensor, grid) -> torch.Tensor:
+    """The fixed mixer's output built from the current parameters, without its cache."""
+    v = mixer.value(x).reshape(*x.shape[:2], mixer.heads, -1).transpose(1, 2)  # (B, heads, N, d)
+    kernel = ops.dense_kernel(mixer.mu, mixer.log_sigma.exp(), mixer.amp, grid)  # (heads, N, N)
+    return mixer.proj((kernel.to(v.dtype) @ v).transpose(1, 2).reshape(x.shape))
+
+
+@pytest.mark.parametrize("grid", [(4, 5), (9, 8)])  # dense and separable prepared operators
+def test_fixed_mixer_cache_follows_every_parameter_change(grid):
+    """Without autograd the fixed mixer reuses its Gaussian matrices; each way of changing the parameters, the
+    grid or the dtype must give the output of the new parameters, never the cached one."""
+    torch.manual_seed(4)
+    mixer = SSoGMixer(12, 3, atoms=3).double()
+    n = grid[0] * grid[1]
+    x = torch.randn(2, n, 12, dtype=torch.float64)
+
+    def check(g=grid, inputs=x):
+        with torch.no_grad():
+            want = _fresh(mixer, inputs, g)
+            tol = 1e-10 if inputs.dtype == torch.float64 else 1e-5  # dense kernel against separable factors
+            torch.testing.assert_close(mixer(inputs, g), want, rtol=tol, atol=tol * want.abs().max().item())
+
+    check()
+    first = mixer._prepared[1]
+    check()
+    assert mixer._prepared[1] is first  # a hit: same parameters, same grid
+    # An optimizer step (in place, after a backward pass with autograd on).
+    opt = torch.optim.SGD(mixer.parameters(), lr=0.5)
+    mixer(x, grid).square().sum().backward()
+    opt.step()
+    check()
+    # load_state_dict, copy_ and a single-entry write under no_grad, and a replaced parameter.
+    state = {k: t + 0.1 for k, t in mixer.state_dict().items()}
+    mixer.load_state_dict(state)
+    check()
+    with torch.no_grad():
+        mixer.log_sigma.copy_(mixer.log_sigma * 0.5)
+    check()
+    with torch.no_grad():
+        mixer.amp[1, 2] = -3.0
+    check()
+    mixer.mu = torch.nn.Parameter(mixer.mu.detach() + 1.0)
+    check()
+    # Another grid, another dtype, inference mode.
+    check((grid[1], grid[0]))
+    mixer.float()
+    check(inputs=x.float())
+    with torch.inference_mode():
+        mixer(x.float(), grid)
+    check(inputs=x.float())  # the operator prepared in inference mode serves no_grad calls
+
+
+def test_fixed_mixer_built_under_inference_mode_runs():
+    """Parameters created in inference mode are inference tensors, without the version counter the cache needs."""
+    with torch.inference_mode():
+        mixer = SSoGMixer(8, 2, atoms=2)
+        x = torch.randn(1, 20, 8)
+        torch.testing.assert_close(mixer(x, (4, 5)), _fresh(mixer, x, (4, 5)))
+        with torch.no_grad():
+            mixer.mu.add_(1.0)  # in place, untracked: the next call must see it
+        torch.testing.assert_close(mixer(x, (4, 5)), _fresh(mixer, x, (4, 5)))
+
+
+def test_fixed_mixer_keeps_no_large_matrices(monkeypatch):
+    """Above FIXED_CACHE_MAX_ENTRIES the prepared matrices are used for the call and then dropped."""
+    import ssog_lab.layers as layers
+
+    torch.manual_seed(6)
+    mixer = SSoGMixer(8, 2, atoms=2).double()
+    x = torch.randn(1, 72, 8, dtype=torch.float64)
+    monkeypatch.setattr(layers, "FIXED_CACHE_MAX_ENTRIES", 2 * 2 * (8 * 8 + 9 * 9) - 1)  # heads·M·(H² + W²) − 1
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(x, (8, 9)), _fresh(mixer, x, (8, 9)))
+        assert mixer._prepared is None
+        mixer(x[:, :6], (2, 3))  # dense, heads·N² = 72 entries: kept
+        assert mixer._prepared is not None and mixer._prepared[1].kernel is not None
+
+
+def test_fixed_mixer_under_autograd_builds_its_matrices_and_gives_gradients():
+    """With autograd on (even after a cached no_grad or inference_mode call) the atoms get exact gradients."""
+    torch.manual_seed(5)
+    mixer = SSoGMixer(8, 2, atoms=2).double()
+    x = torch.randn(1, 30, 8, dtype=torch.float64)
+    with torch.inference_mode():
+        mixer(x, (5, 6))
+    with torch.no_grad():
+        mixer(x, (5, 6))
+    params = (mixer.mu, mixer.log_sigma, mixer.amp)
+    grads = torch.autograd.grad(mixer(x, (5, 6)).sin().sum(), params)
+    expected = torch.autograd.grad(_fresh(mixer, x, (5, 6)).sin().sum(), params)
+    for got, want in zip(grads, expected, strict=True):
+        assert got.abs().sum() > 0
+        torch.testing.assert_close(got, want)
+
+
 def test_steered_mixer_starts_as_fixed_twin_and_then_steers():
     torch.manual_seed(3)
     fixed = SSoGMixer(16, 4, atoms=3).double()

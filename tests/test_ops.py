@@ -316,6 +316,37 @@ def test_large_grid_never_builds_dense(monkeypatch):
     assert out.shape == (1, 2, 256, 4)
 
 
+@pytest.mark.parametrize("batch, grid", [(1, (6, 6)), (1, (7, 6)), (1, (8, 8)), (64, (8, 8)), (1, (9, 8))])
+def test_fixed_path_choice_follows_the_token_count(monkeypatch, batch, grid):
+    """Built per call, the fixed dense kernel is used for N ≤ DENSE_MAX_TOKENS; prepared once (prepare_fixed),
+    for N ≤ DENSE_MAX_TOKENS_PREPARED; at any batch size."""
+    n = grid[0] * grid[1]
+    built = []
+    real = ref.dense_kernel_reference
+    monkeypatch.setattr(ref, "dense_kernel_reference", lambda *a: built.append(1) or real(*a))
+    params = random_params(2, 3, grid, dtype=torch.float32)
+    ops.ssog(torch.randn(batch, 2, n, 2), *params, grid)
+    assert bool(built) == (n <= ref.DENSE_MAX_TOKENS)
+    assert (ref.prepare_fixed(*params, grid).kernel is not None) == (n <= ref.DENSE_MAX_TOKENS_PREPARED)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("grid", [(3, 3), (5, 4), (1, 6)])
+def test_prepared_fixed_operator_matches_brute_force_at_any_batch(grid, dense):
+    """One prepared operator (kernel or factors) serves values of any batch size, in any float dtype."""
+    gen = torch.Generator().manual_seed(7)
+    mu, sigma, amp = random_params(3, 2, grid, gen=gen)
+    op = ref.prepare_fixed(mu, sigma, amp, grid, dense=dense)
+    assert (op.kernel is None) == (op.row is not None) == (op.col_t is not None) == (not dense)
+    for batch in (1, 4):
+        v = torch.randn(batch, 3, grid[0] * grid[1], 2, generator=gen, dtype=torch.float64)
+        torch.testing.assert_close(ref.apply_fixed(v, op), brute_force(v, mu, sigma, amp, grid),
+                                   rtol=1e-10, atol=1e-12)
+        got = ref.apply_fixed(v.float(), op)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), brute_force(v, mu, sigma, amp, grid), rtol=1e-5, atol=1e-6)
+
+
 def _good():
     v = torch.randn(2, 2, 12, 4)
     mu, sigma, amp = random_params(2, 3, (3, 4), dtype=torch.float32)

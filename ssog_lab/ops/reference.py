@@ -15,14 +15,29 @@ evaluations of docs/DESIGN.md's formulas; tests check them against a brute-force
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Grids with at most this many tokens use the dense kernel (see docs/results/operator_cpu.md
-# for the crossover measurement behind the number).
-DENSE_MAX_TOKENS = 64
+# Fixed parameters: grids with at most DENSE_MAX_TOKENS tokens use the dense kernel when it is built for one call
+# (ssog_reference, ops.ssog), and with at most DENSE_MAX_TOKENS_PREPARED when it is prepared once for many calls
+# (`prepare_fixed`, the SSoGMixer's no-grad cache), where only applying it counts. Dense / separable ms, 24 heads × 8
+# (8 heads × 8: the same winners, or ties), M = 4, one thread, min of 8-10 × 3-5 calls (forward + backward: CPU
+# time; forward: wall time), 2-core shared CPU at load ≈ 2.5-4:
+#   built per call, forward + backward:  6×6 B=1 1.10 / 1.38, B=4 1.80 / 2.12, B=16 5.30 / 6.24, B=64 16.3 / 19.2;
+#                                        8×8 B=1 1.76 / 1.45, B=4 4.07 / 2.74, B=16 11.7 / 8.10, B=64 39.3 / 32.6;
+#   built per call, forward (no grad):   6×6 B=1 0.21 / 0.19, B=4 0.31 / 0.41, B=16 0.73 / 1.28, B=64 2.55 / 5.97;
+#                                        8×8 B=1 0.37 / 0.22, B=4 0.73 / 0.50, B=16 2.07 / 1.99, B=64 9.89 / 8.22;
+#   prepared, forward (applying only):   8×8 B=1 0.08 / 0.12, B=4 0.35 / 0.40, B=16 1.59 / 1.82, B=64 8.25 / 7.80;
+#                                        12×12 B=1 0.40 / 0.14, B=4 1.79 / 0.52.
+# Built per call: `ssog_reference(v, mu, sigma, amp, grid, dense=True/False)` (+ `.sum().backward()` with
+# gradients for v, mu, log σ, amp), as `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8
+# --grid-sizes 6 8 12` times it; prepared: `apply_fixed(v, op)` with `op = prepare_fixed(mu, sigma, amp, grid,
+# dense=True/False)` built before the timing loop. docs/results/operator_cpu.md: per-call tables for more grids.
+DENSE_MAX_TOKENS = 36
+DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
 # smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
 # 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
@@ -159,16 +174,57 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
     mixed in float32 and the result cast back once.
     """
     b, heads, n, d = v.shape
+    if mu.dim() == 3:
+        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, n <= DENSE_MAX_TOKENS if dense is None else dense))
     if dense is None:
-        dense = n <= (DENSE_MAX_TOKENS if mu.dim() == 3 else DENSE_MAX_TOKENS_STEERED)
+        dense = n <= DENSE_MAX_TOKENS_STEERED
     work = _compute_dtype(v.dtype)
     x = v.to(work)
+    mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
+    y = dense_kernel_reference(mu, sigma, amp, grid) @ x if dense else _steered_separable(x, mu, sigma, amp, grid)
+    return y.to(v.dtype)  # (B, heads, N, d)
+
+
+class FixedOperator(NamedTuple):
+    """Fixed-parameter SSoG made ready for one grid, in the compute dtype: either the dense kernel, or the two
+    separable factors. It depends on the parameters and the grid only, so it can serve many calls (any batch).
+
+    kernel  (heads, N, N): K, or None;
+    row     (heads, M·H, H): α_m G_row,m stacked by atom (the row stage's left factor), or None;
+    col_t   (heads, M, W', W): G_col,mᵀ (the column stage's right factor), or None.
+    """
+
+    grid: tuple[int, int]
+    kernel: Tensor | None
+    row: Tensor | None
+    col_t: Tensor | None
+
+
+def prepare_fixed(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
+                  dense: bool | None = None) -> FixedOperator:
+    """Build the Gaussian matrices of fixed parameters mu, sigma (heads, M, 2), amp (heads, M) once, for
+    `apply_fixed`. dense: None picks the kernel for N ≤ DENSE_MAX_TOKENS_PREPARED (applying a prepared kernel
+    beats the separable factors there, see DENSE_MAX_TOKENS). Differentiable in the parameters."""
+    height, width = grid
+    if dense is None:
+        dense = height * width <= DENSE_MAX_TOKENS_PREPARED
+    work = _compute_dtype(mu.dtype)
+    mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
     if dense:
-        y = dense_kernel_reference(mu, sigma, amp, grid).to(work) @ x  # (B, heads, N, d)
-    else:
-        mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
-        y = (_fixed_separable if mu.dim() == 3 else _steered_separable)(x, mu, sigma, amp, grid)
-    return y.to(v.dtype)
+        return FixedOperator(grid, dense_kernel_reference(mu, sigma, amp, grid), None, None)
+    heads, atoms = amp.shape
+    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
+    row = (amp[..., None, None] * g_row).reshape(heads, atoms * height, height)  # α folded into the row stage
+    return FixedOperator(grid, None, row, g_col.transpose(-1, -2))
+
+
+def apply_fixed(v: Tensor, op: FixedOperator) -> Tensor:
+    """Y = K V for values v (B, heads, N, d) with a prepared fixed operator; (B, heads, N, d) in v's dtype
+    (half types are mixed in float32)."""
+    work = _compute_dtype(v.dtype)
+    x = v.to(work)
+    y = op.kernel.to(work) @ x if op.kernel is not None else _fixed_separable(x, op)
+    return y.to(v.dtype)  # (B, heads, N, d)
 
 
 def _token_major(y: Tensor) -> Tensor:
@@ -178,9 +234,9 @@ def _token_major(y: Tensor) -> Tensor:
     return y.view(b, height * width, heads, d).transpose(1, 2)  # (B, heads, N, d)
 
 
-def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Fixed SSoG as large GEMMs, one per head and stage (the Gaussian matrices are built once per call and
-    shared by the batch; fixed parameters on CUDA take this path too). v and the parameters are in the compute dtype.
+def _fixed_separable(v: Tensor, op: FixedOperator) -> Tensor:
+    """Fixed SSoG as large GEMMs, one per head and stage, with the factors of `op` (shared by the batch; fixed
+    parameters on CUDA take this path too). v is in the compute dtype.
 
     The values of one head are laid out as a matrix with the row index r' first and everything else
     (b, d, c') behind it, so that the row stage is a single left multiplication for all atoms at once,
@@ -188,22 +244,22 @@ def _fixed_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tu
     multiplication; the atom sum accumulates in place. The order of the two stages does not matter for
     fixed parameters (G_row ⊗ G_col); only the input and the output are permuted.
     """
-    height, width = grid
+    height, width = op.grid
     b, heads, n, d = v.shape
-    atoms = mu.shape[1]
-    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
-    g_row = amp[..., None, None] * g_row  # fold α into the row stage
-    g_col_t = g_col.transpose(-1, -2)  # (heads, M, W', W): G_colᵀ, the right factor
+    atoms = op.col_t.shape[1]
+    row, col_t = op.row.to(v.dtype), op.col_t.to(v.dtype)  # (heads, M·H, H), (heads, M, W', W)
     x = v.reshape(b, heads, height, width, d).permute(1, 2, 0, 4, 3)  # (heads, H, B, d, W)
     x = x.reshape(heads, height, b * d * width)  # (heads, H, B·d·W), a copy
     # row_stage (stage 2; fixed parameters let the stages commute), all atoms in one GEMM per head:
     # Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
-    z = torch.bmm(g_row.reshape(heads, atoms * height, height), x)  # (heads, M·H, B·d·W)
+    z = torch.bmm(row, x)  # (heads, M·H, B·d·W)
     z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
     # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
-    y = torch.bmm(z[:, 0], g_col_t[:, 0])  # (heads, H·B·d, W)
+    # A loop of in-place GEMMs: one GEMM over (heads·M) and a sum over m is slower (302 against 277 µs at 14×14,
+    # B=1, 24 heads × 8), and an out-of-place sum would copy y once per atom.
+    y = torch.bmm(z[:, 0], col_t[:, 0])  # (heads, H·B·d, W)
     for m in range(1, atoms):
-        y.baddbmm_(z[:, m], g_col_t[:, m])  # in place: an out-of-place sum would copy y once per atom
+        y.baddbmm_(z[:, m], col_t[:, m])
     out = y.view(heads, height, b, d, width).permute(2, 1, 4, 0, 3)  # (B, H, W, heads, d)
     return _token_major(out.contiguous())
 
