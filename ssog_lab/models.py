@@ -58,7 +58,8 @@ class ViTConfig:
                              weight work grows with the head count while the contraction does not. One mixer,
                              C = 192, M = 4, batch 1, one thread, forward, ms (SDPA with 3 heads alongside):
                              64×64: SDPA 433, 24 heads 1173, 6 heads 178, 4 heads 88, 3 heads 79 (fixed, 24: 60);
-                             14×14: SDPA 1.1, 24 heads 4.9, 6 heads 1.6, 4 heads 0.9, 3 heads 1.0 (fixed: 1.1).
+                             14×14: SDPA 1.1, 24 heads 4.9, 6 heads 1.6, 4 heads 0.9, 3 heads 1.0 (fixed: 1.1;
+                             0.53 with its matrices prepared once, without autograd).
                              4 heads is the most that stays ahead of SDPA at 14×14; accuracy against the head
                              count is measured in docs/results/. Each steered head also adds atoms × 5 outputs to
                              the steering head: docs/results/params.md.
