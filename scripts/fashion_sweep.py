@@ -175,6 +175,15 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
 
 # ------------------------------------------------------------------------------------------ execution
 
+def _commit() -> str | None:
+    """The checkout's commit (a sweep spans sessions: each run records the code it ran), None outside git."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def command(root: Path, run: Run) -> list[str]:
     """The full train command of `run`: --resume when an interrupted attempt left a checkpoint, --overwrite when
     it died before its first checkpoint (only metrics, nothing finished to keep; the train CLI refuses to
@@ -212,8 +221,9 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
-            (folder / "run.json").write_text(json.dumps({"command": shlex.join(argv), "train_images":
-                                                         run.train_images, "labels": run.labels}, indent=1) + "\n")
+            record = {"command": shlex.join(argv), "commit": _commit(), "started": time.strftime("%Y-%m-%d %H:%M UTC",
+                      time.gmtime()), "train_images": run.train_images, "labels": run.labels}
+            (folder / "run.json").write_text(json.dumps(record, indent=1) + "\n")
             log(f"start {run.phase}/{run.name}: {shlex.join(argv)}")
             with open(folder / "train.log", "a") as out:
                 active.append((run, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env),
