@@ -52,12 +52,13 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
     figure = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.12,
                            subplot_titles=("‖K‖₂ and its bound", "column sums of K (input token's total weight)"))
     # A dot plot, not bars: the four values are close to each other, and bars from 0 would hide their gaps.
-    figure.add_trace(go.Scatter(x=names, mode="markers+text", textposition="middle right", texttemplate="%{y:.4f}",
+    figure.add_trace(go.Scatter(x=names, mode="markers+text", textposition="top center", texttemplate="%{y:.4f}",
                                 marker={"size": 14, "color": ["#1f77b4", "#aec7e8", "#2ca02c", "#7f7f7f"]}),
                      row=1, col=1)
     figure.add_trace(heatmap(torch.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02}), row=1, col=2)
     figure.update_layout(height=400, width=900, showlegend=False, margin={"t": 40})
     figure.update_yaxes(title_text="‖·‖₂ (autoscaled, not from 0)", row=1, col=1)
+    figure.update_xaxes(range=[-0.5, len(names) - 0.5], tickangle=-20, row=1, col=1)  # room for the value labels
     image_axes(figure, subplots=[2])
 
     def redraw(fig: go.FigureWidget, sigma: float, mu_col: float, amp2: float) -> str:

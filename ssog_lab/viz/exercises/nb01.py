@@ -50,7 +50,7 @@ def _matrix_judge(answer, expected) -> bool:
 def _naive_matrix(mu, sigma, length):
     """The formula typed in directly: exp / sum, which gives 0/0 = NaN for a centre far off the axis."""
     j = torch.arange(length, dtype=torch.float64)
-    e = torch.exp(-(j[None, :] - j[:, None] - mu) ** 2 / (2 * sigma**2))  # (L, L)
+    e = torch.exp(-(j[None, :] - j[:, None] - mu) ** 2 / (2 * sigma**2))  # (W, W)
     return e / e.sum(dim=1, keepdim=True)
 
 

@@ -39,8 +39,8 @@ def _frobenius_bound(mu, sigma, amp, grid):
     """A plausible slip: the Frobenius norm (every entry) in place of the spectral norm."""
     norms = []
     for axis, length in enumerate(grid):
-        positions = torch.arange(length, dtype=mu.dtype)  # (L,): query positions
-        g = ops.axis_weights(positions, mu[..., None, axis], sigma[..., None, axis], length)  # (heads, M, L, L)
+        positions = torch.arange(length, dtype=mu.dtype)  # (length,): query positions
+        g = ops.axis_weights(positions, mu[..., None, axis], sigma[..., None, axis], length)  # (heads, M, len, len)
         norms.append(torch.linalg.matrix_norm(g, ord="fro"))  # (heads, M)
     return (amp.abs() * norms[0] * norms[1]).sum(-1)
 
