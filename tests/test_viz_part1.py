@@ -272,6 +272,7 @@ def test_timing_widget_measures_each_operator():
 def test_environment_report_names_versions_and_triton():
     report = viz.environment_report()
     assert report["torch"] == torch.__version__
+    assert report["CPU"]  # the processor's name: its vendor matters for timings (notebook 02)
     assert report["CUDA GPU"] == (torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
     assert report["Triton interpreter on the CPU"].startswith("on" if ops.triton_available("cpu") else "off")
     table = viz.environment_table(report)
