@@ -29,3 +29,75 @@ def test_the_mechanism_judges_numbers_sets_and_functions():
     assert judge(lambda x: x * 2, lambda x: 2 * x) and not judge(lambda x: x + 2, lambda x: 2 * x)
     with pytest.raises(ValueError, match="no exercise"):
         viz.check("99.none", 1)
+
+
+# --- the notebooks' side: check cells are bare calls, and every worked solution is accepted -----------------
+
+import json  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHECK_CALL = re.compile(r'viz\.check\("(?P<key>(?P<nb>\d\d)\.\w+)", (?P<var>\w+)\)')
+
+
+def cells(path: Path, kind: str) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def check_calls(path: Path) -> list[re.Match]:
+    return [CHECK_CALL.fullmatch(source.strip()) for source in cells(path, "code") if "viz.check(" in source]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_check_cells_hold_only_the_call_to_their_own_notebooks_exercises(path):
+    calls = check_calls(path)
+    assert all(calls), "a cell that calls viz.check must hold exactly `viz.check(\"NN.name\", answer)`"
+    assert all(call["nb"] == path.name[:2] for call in calls)
+    registered = {key for key in exercises.EXERCISES if key.startswith(path.name[:2] + ".")}
+    assert registered <= {call["key"] for call in calls}, "every registered exercise has its check cell"
+
+
+SOLVED = [p for p in NOTEBOOKS if p.name[:2] in {"00", "01", "02", "03"}]
+
+
+@pytest.mark.parametrize("path", SOLVED, ids=lambda p: p.stem)
+def test_the_worked_solutions_in_the_notebook_are_accepted(path):
+    """Run every ```python block of the collapsed solutions, then check each answer variable they set."""
+    import torch
+
+    from ssog_lab import lipschitz, ops
+
+    namespace = {"torch": torch, "ops": ops, "viz": viz, "lipschitz": lipschitz}
+    for source in cells(path, "markdown"):
+        if "<summary>Solution</summary>" in source:
+            for block in re.findall(r"```python\n(.*?)```", source, flags=re.S):
+                exec(block, namespace)  # noqa: S102 — the notebook's own solution code
+    solved = [call for call in check_calls(path) if call["var"] in namespace]
+    for call in solved:
+        assert viz.check(call["key"], namespace[call["var"]]).status == "correct", call["key"]
+    assert solved or path.name[:2] in {"00"}, "implementation exercises come with solution code"
+
+
+def test_registered_wrong_functions_fail_by_their_mistake_not_by_crashing():
+    """A wrong function answer of 01–03 runs and returns the right shape: it is rejected for its slip (finite
+    but different values, or NaN where the slip is the naive formula), not for an error."""
+    import torch
+
+    from ssog_lab.viz.exercises import nb01, nb02, nb03
+
+    cases = {"02.two_stage": [nb02._inputs()], "03.bound": [nb03._inputs()], "03.exact": [nb03._inputs()],
+             "03.picard": [nb03._picard_inputs()]}
+    for key, inputs in cases.items():
+        item = exercises.EXERCISES[key]
+        for args in inputs:
+            got, want = item.wrong(*args), item.solution()(*args)
+            assert got.shape == want.shape and bool(torch.isfinite(got).all()), key
+            assert not torch.allclose(got, want, rtol=1e-5, atol=1e-6), key
+    # the naive exp / sum agrees on ordinary atoms and breaks (0/0) only for the centre far off the axis
+    item = exercises.EXERCISES["01.matrix"]
+    for mu, sigma, n in nb01._MATRIX_CASES:
+        args = torch.tensor(mu, dtype=torch.float64), torch.tensor(sigma, dtype=torch.float64), n
+        got, want = item.wrong(*args), item.solution()(*args)
+        assert got.shape == want.shape
+        assert torch.allclose(got, want) if abs(mu) < 100 else bool(torch.isnan(got).all())

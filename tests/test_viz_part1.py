@@ -77,6 +77,10 @@ def test_edge_detector_check():
     assert viz.check_edge_detector([0, 0], [1, 3], [1, -0.5]).status == "wrong"  # Σα ≠ 0: flat ≠ 0
     assert viz.check_edge_detector([0, 0], [3, 1], [1, -1]).status == "wrong"  # surround narrower
     assert viz.check_edge_detector([0], [1], [1]).status == "wrong"  # one atom
+    assert viz.check_edge_detector([0, 0], [0.3, 0.6], [1, -1]).status == "wrong"  # both within a token: degenerate
+    assert viz.check_edge_detector([0, 0], [1, 1.2], [1, -1]).status == "wrong"  # surround barely wider
+    assert viz.check_edge_detector([0, 0], [1, 1.6], [1, -1])  # the classic ratio passes
+    assert viz.check_edge_detector([0, 0], [3, 8], [1, -1]).status == "wrong"  # response spreads far from the edge
     assert viz.check_edge_detector([0, 0], [1, 3], "x").status == "wrong"  # unreadable
     figure = viz.edge_response([0, 0], [1, 3], [1, -1], "camera", size=16)
     assert np.asarray(figure.data[1].z).shape == (16, 16)
@@ -88,6 +92,24 @@ def test_check_number_tolerance_and_placeholder():
     assert viz.check_number(8.1, 8, rel=0.02)
     assert viz.check_number(9, 8, rel=0.02).status == "wrong"
     assert viz.check_number("eight", 8).status == "wrong"
+    assert "8" not in viz.check_number(9, 8, rel=0.02, what="the value").message  # never the expected value
+
+
+def test_verdicts_are_plain_text():
+    for status in ("correct", "wrong", "unanswered"):
+        text = str(viz.Check(status, "m")) + viz.Check(status, "m")._repr_html_()
+        assert text.isascii() or all(ord(ch) < 0x2000 for ch in text), text  # no emoji (no font in Chromium)
+
+
+def test_token_grids_have_ticks_and_colour_bars():
+    kernel = viz.query_kernel_widget(grid=(6, 6))
+    assert kernel.figure.layout.yaxis.showticklabels and kernel.figure.layout.yaxis.title.text == "row r′"
+    picture = viz.ssog_vs_attention_widget("astronaut", size=32, patch=4)
+    weights = [trace for trace in picture.figure.data if trace.type == "heatmap"][1:]
+    assert len(weights) == 2 and all(trace.showscale is not False for trace in weights)
+    assert picture.figure.layout.xaxis2.showticklabels
+    one_d = viz.gaussian_1d_widget(length=8)
+    assert one_d.figure.layout.yaxis.title.text and one_d.figure.layout.yaxis2.title.text
 
 
 def test_photo_grid_rejects_bad_names():
@@ -104,6 +126,7 @@ def test_ssog_norm_widget_exact_norm_matches_dense_and_stays_below_the_bound():
     lf.update(mu_col=8.0, amp2=-0.5)
     assert changed(before, trace_data(lf)) and lf.readout.value != text
     exact, dense, bound, amp_sum = lf.figure.data[0].y
+    assert lf.figure.data[0].mode == "markers+text"  # a dot plot: no bars from 0 hiding the gaps
     assert exact == pytest.approx(dense, rel=1e-5)
     assert exact <= bound * (1 + 1e-9) and amp_sum == pytest.approx(1.5)
     mu, sigma, amp = viz.two_atom_head(1.0, 8.0, -0.5)
@@ -111,15 +134,35 @@ def test_ssog_norm_widget_exact_norm_matches_dense_and_stays_below_the_bound():
     np.testing.assert_allclose(np.asarray(lf.figure.data[1].z), column_sums.numpy(), rtol=1e-5)
 
 
-def test_ray_widget_attention_grows_ssog_does_not():
-    lf = viz.ray_widget(scales=(0.5, 8.0), grid=(2, 2), dim=8)
+def test_ray_widget_generic_ray_saturates_tied_ray_grows_ssog_is_flat():
+    lf = viz.ray_widget(scales=(1.0, 16.0, 256.0, 1024.0))
     before = trace_data(lf)
     lf.update(s=8.0)
     assert changed(before, trace_data(lf)) and "s = 8" in lf.readout.value
-    curves = {trace.name: np.asarray(trace.y) for trace in lf.figure.data[:3]}
-    assert curves["SDPA (dense attention)"][1] > 2 * curves["SDPA (dense attention)"][0]
-    np.testing.assert_allclose(curves["fixed SSoG"], curves["fixed SSoG"][0], rtol=1e-3)  # linear: constant
-    assert lf.figure.data[5].y[0] == pytest.approx(curves["fixed SSoG"][1], rel=1e-3)  # marker at s = 8
+    curves = lambda: {trace.name: np.asarray(trace.y) for trace in lf.figure.data[:3]}
+    generic = curves()
+    sdpa = generic["SDPA (dense attention)"]
+    assert sdpa[1] > 5 * sdpa[0] and sdpa[2] < sdpa[1] / 5  # rises while soft, falls once saturated
+    assert sdpa[3] == pytest.approx(sdpa[2], rel=1e-2)  # a bounded limit
+    np.testing.assert_allclose(generic["fixed SSoG"], generic["fixed SSoG"][0], rtol=1e-3)  # linear: constant
+    assert lf.figure.data[5].y[0] == pytest.approx(generic["fixed SSoG"][0], rel=1e-3)  # marker at s = 8
+    lf.update(ray=list(viz.lipschitz.RAYS)[1])
+    tied = curves()
+    for name in ("SDPA (dense attention)", "axial attention"):
+        ratio = tied[name][3] / tied[name][2]  # s 256 → 1024: ‖J‖ ∝ s² gives 16
+        assert 10 < ratio < 20, (name, ratio)
+    np.testing.assert_allclose(tied["fixed SSoG"], generic["fixed SSoG"], rtol=1e-3)
+    assert "tied" in lf.readout.value
+
+
+def test_tied_ray_point_ties_the_zero_tokens_scores():
+    x = viz.ray_point(tied=True)
+    assert int((x.abs().sum(-1) > 0).sum()) == 1  # one non-zero token
+    for module in viz.lipschitz._ray_modules((4, 4), 16, 2, 0).values():
+        if hasattr(module, "qkv"):
+            q, k, _ = module.qkv(x).chunk(3, dim=-1)  # (1, N, C) each
+            scores = (q[0, 0].reshape(2, 8)[:, None] * k[0].reshape(16, 2, 8).transpose(0, 1)).sum(-1)  # (heads, N)
+            torch.testing.assert_close(scores, scores[:, :1].expand_as(scores))  # a zero token's scores: all equal
 
 
 def test_nfe_widget_counts_dopri5_evaluations():
@@ -205,12 +248,17 @@ def test_cost_widget_updates_with_atoms():
     before, text = trace_data(lf), lf.readout.value
     lf.update(atoms=8)
     assert changed(before, trace_data(lf)) and "exceeds M = 8" in lf.readout.value and text != lf.readout.value
+    assert lf.figure.layout.yaxis.title.text == "FLOPs" and lf.figure.layout.yaxis2.title.text == "numbers held"
     assert "N^1.50" in lf.readout.value and "N^2.00" in lf.readout.value
 
 
 def test_timing_widget_measures_each_operator():
     lf = viz.timing_widget(sweep=(4, 8), slider_max=8)
     assert set(lf.slopes) == {"SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel"}
+    references = [trace for trace in lf.figure.data if trace.name and "(formula)" in trace.name]
+    assert [trace.name for trace in references] == ["∝ N^2 (formula)", "∝ N^1.5 (formula)"]
+    (n0, n1), (t0, t1) = references[1].x, references[1].y
+    assert t1 / t0 == pytest.approx((n1 / n0) ** 1.5)
     lf.figure.data[-1].y = [0.0, 0.0, 0.0]
     lf.update(side=8)
     assert all(t > 0 for t in lf.figure.data[-1].y) and "N = 64" in lf.readout.value
@@ -224,8 +272,9 @@ def test_timing_widget_measures_each_operator():
 def test_environment_report_names_versions_and_triton():
     report = viz.environment_report()
     assert report["torch"] == torch.__version__
+    assert report["CPU"]  # the processor's name: its vendor matters for timings (notebook 02)
     assert report["CUDA GPU"] == (torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
-    assert report["Triton interpreter on the CPU"].startswith("yes" if ops.triton_available("cpu") else "no")
+    assert report["Triton interpreter on the CPU"].startswith("on" if ops.triton_available("cpu") else "off")
     table = viz.environment_table(report)
     assert list(table.data[0].cells.values[0]) == list(report)
 

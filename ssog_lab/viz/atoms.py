@@ -42,8 +42,8 @@ def gaussian_1d_widget(length: int = 32, atoms: tuple[tuple[float, float, float]
     """1-D atoms on an axis of `length` tokens: sliders for the query position and each atom's μ, σ, α.
 
     atoms: initial (μ, σ, α) per atom. Top panel: each atom's logit −(j − i − μ)²/(2σ²); bottom panel:
-    its softmax g(i → j; μ, σ) (via `ops.axis_weights`), scaled by α, and their sum — one row of the
-    1-D kernel. The readout shows that every atom's weights sum to 1, whatever μ and σ.
+    its softmax g(i → j; μ, σ) (via `ops.axis_weights`) scaled by α, i.e. α·g, and their sum — one row of
+    the 1-D kernel. The readout shows that every atom's weights sum to 1, whatever μ and σ.
     """
     if length < 2 or not atoms:
         raise ValueError(f"length must be ≥ 2 and atoms non-empty, got length={length}, atoms={atoms!r}")
@@ -67,7 +67,8 @@ def gaussian_1d_widget(length: int = 32, atoms: tuple[tuple[float, float, float]
     figure.update_layout(height=520, barmode="overlay", margin={"t": 40, "b": 40},
                          legend={"orientation": "h", "y": -0.12})
     figure.update_xaxes(title_text="position j (tokens)", row=2, col=1)
-    figure.update_yaxes(range=[-12, 0.5], row=1, col=1)
+    figure.update_yaxes(range=[-12, 0.5], title_text="logit ℓ_j", row=1, col=1)
+    figure.update_yaxes(title_text="weight", row=2, col=1)
 
     def redraw(fig: go.FigureWidget, query: int, **params: float) -> str:
         i = torch.tensor(float(query), dtype=torch.float64)
@@ -116,9 +117,10 @@ def query_kernel_widget(grid: tuple[int, int] = (24, 24), preset: str = "three a
     figure = go.Figure([heatmap([[0.0]], colorscale="RdBu_r", zmid=0.0, colorbar={"title": "K"}),
                         go.Scatter(mode="markers", marker={"symbol": "x", "size": 12, "color": "black"},
                                    name="query token")])
-    figure.update_layout(height=460, width=520, margin={"t": 40}, showlegend=False,
-                         title="row of K for the query token (x): weight on each token (r′, c′)")
-    image_axes(figure)
+    figure.update_layout(height=480, width=560, margin={"t": 40}, showlegend=False,
+                         title="row of K for the query token (x): weight on each token (r′, c′)",
+                         xaxis_title="column c′", yaxis_title="row r′")
+    image_axes(figure, ticks=True)
 
     def redraw(fig: go.FigureWidget, row: int, col: int, preset: str) -> str:
         kernel, amp = kernels[preset]
@@ -170,9 +172,15 @@ def edge_response(mu, sigma, amp, name: str = "camera", size: int = 128) -> go.F
     return image_row({"input": image, "response of your atoms (red > 0, blue < 0)": out}, signed=True, height=400)
 
 
+# A difference of Gaussians models a centre–surround cell when the surround is clearly wider than the centre
+# (Marr & Hildreth's 1.6 is the classic ratio) and reaches past the neighbouring tokens.
+SURROUND_RATIO, MIN_SURROUND = 1.5, 1.5
+
+
 def check_edge_detector(mu, sigma, amp) -> Check:
-    """Self-check for the centre–surround exercise: two atoms, a narrow positive and a wide negative one,
-    whose response is ~0 on flat regions and clearly non-zero at an edge. None = not answered yet."""
+    """Self-check for the centre–surround exercise: two atoms, a positive centre and a negative surround at
+    least SURROUND_RATIO times wider and MIN_SURROUND tokens wide, whose response is ~0 on flat regions
+    and clearly non-zero at an edge, and small far from it. None = not answered yet."""
     if mu is None or sigma is None or amp is None:
         return unanswered("two atoms at μ = 0, a narrow one with α > 0 and a wide one with α < 0; "
                           "what must Σα be for a flat image to give 0?")
@@ -187,9 +195,13 @@ def check_edge_detector(mu, sigma, amp) -> Check:
     positive, negative = int(amp_t.argmax()), int(amp_t.argmin())
     if not (amp_t[positive] > 0 > amp_t[negative]):
         return Check("wrong", f"one amplitude must be positive and one negative, got {amp_t.tolist()}")
-    if not bool((sigma_t[positive] < sigma_t[negative]).all()):
-        return Check("wrong", "the positive atom (centre) must be narrower than the negative one (surround) "
-                     "on both axes")
+    centre, surround = sigma_t[positive], sigma_t[negative]  # (2,) each: (row, col) widths
+    if not bool((surround >= SURROUND_RATIO * centre).all()):
+        return Check("wrong", "the negative atom (surround) must be clearly wider than the positive one (centre) on "
+                     f"both axes: at least {SURROUND_RATIO:g}× its σ")
+    if not bool((surround >= MIN_SURROUND).all()):
+        return Check("wrong", f"a surround of σ < {MIN_SURROUND:g} tokens barely reaches past the neighbouring tokens: "
+                     "the two atoms then differ by a token or so, not a centre and its surround")
     side = 32
     flat = apply_to_image(torch.full((side, side), 0.7, dtype=torch.float64), mu_t, sigma_t, amp_t)
     if flat.abs().max() > 1e-6:

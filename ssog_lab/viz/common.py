@@ -80,7 +80,8 @@ class Check:
         return self.status == "correct"
 
     def __str__(self) -> str:
-        mark = {"correct": "✅ Correct", "wrong": "❌ Not yet", "unanswered": "✏️ Not answered yet"}[self.status]
+        # Plain-text verdicts: no emoji (a browser without an emoji font shows them as empty boxes).
+        mark = {"correct": "Correct", "wrong": "Not yet", "unanswered": "Not answered yet"}[self.status]
         return f"{mark}: {self.message}"
 
     def _repr_html_(self) -> str:
@@ -93,7 +94,8 @@ def unanswered(hint: str) -> Check:
 
 
 def check_number(answer, expected: float, rel: float = 0.02, what: str = "the value", hint: str = "") -> Check:
-    """Compare a numeric answer with the expected value up to a relative tolerance; None = not answered."""
+    """Compare a numeric answer with the expected value up to a relative tolerance; None = not answered.
+    A wrong answer gets the hint, never the expected value (`viz.check` is the newer mechanism)."""
     if answer is None:
         return unanswered(hint or f"compute {what}")
     try:
@@ -102,7 +104,7 @@ def check_number(answer, expected: float, rel: float = 0.02, what: str = "the va
         return Check("wrong", f"expected a number for {what}, got {answer!r}")
     if abs(value - expected) <= rel * max(abs(expected), 1e-12):
         return Check("correct", f"{what} = {expected:.4g}")
-    return Check("wrong", f"{what} should be about {expected:.4g}, you gave {value:.4g}. {hint}")
+    return Check("wrong", f"{what} is not {value:.4g} yet. {hint}")
 
 
 def as_array(values) -> np.ndarray:
@@ -131,17 +133,18 @@ def image_row(images: dict[str, Tensor], signed: bool = False, height: int = 330
     return figure
 
 
-def image_axes(figure: go.Figure, subplots: list[int] | None = None) -> None:
-    """Square pixels, row 0 at the top, no tick labels, for the given subplots (1, 2, …; default all)."""
+def image_axes(figure: go.Figure, subplots: list[int] | None = None, ticks: bool = False) -> None:
+    """Square pixels, row 0 at the top, for the given subplots (1, 2, …; default all). Tick labels only with
+    ticks=True (token grids whose coordinates the text refers to); photographs need none."""
     names = [name for name in figure.layout if name.startswith("yaxis")]
     for name in names:
         index = int(name[5:] or 1)
         if subplots is not None and index not in subplots:
             continue
         suffix = "" if index == 1 else str(index)
-        figure.layout[name].update(autorange="reversed", showticklabels=False, constrain="domain",
+        figure.layout[name].update(autorange="reversed", showticklabels=ticks, constrain="domain",
                                    scaleanchor=figure.layout[name].anchor or "x")
-        figure.layout["xaxis" + suffix].update(showticklabels=False, constrain="domain")
+        figure.layout["xaxis" + suffix].update(showticklabels=ticks, constrain="domain")
 
 
 def check_choices(answer, expected: set[str], options: dict[str, str]) -> Check:

@@ -23,6 +23,8 @@ from .common import as_array, heatmap, image_axes
 
 _OPERATORS = ("SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel")
 _COLOURS = {name: OPERATOR_COLOURS[name] for name in _OPERATORS}
+# The FLOP formulas' exponents in N (notebook 02's table): 4N²d for attention, 4MN√N·d for separable SSoG.
+_REFERENCE_SLOPES = {"SDPA (dense attention)": 2.0, "SSoG separable": 1.5}
 
 
 def _slider(kind, value, low, high, step, description, width="300px"):
@@ -131,7 +133,8 @@ def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFig
             figure.add_trace(go.Scatter(x=tokens, mode="lines+markers", name=name, line={"color": colour},
                                         legendgroup=name, showlegend=col == 1), row=1, col=col)
     figure.update_xaxes(type="log", title_text="tokens N")
-    figure.update_yaxes(type="log")
+    figure.update_yaxes(type="log", title_text="FLOPs", row=1, col=1)
+    figure.update_yaxes(type="log", title_text="numbers held", row=1, col=2)
     figure.update_layout(height=400, width=950, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
 
     def redraw(fig: go.FigureWidget, atoms: int, d: int) -> str:
@@ -189,6 +192,13 @@ def timing_widget(sweep: tuple[int, ...] = (8, 16, 24, 32, 48), slider_max: int 
         shown = [t if math.isfinite(t) else None for t in times]  # None: not measured (JSON has no NaN)
         figure.add_trace(go.Scatter(x=tokens, y=shown, mode="lines+markers", line={"color": colour},
                                     name=f"{name}: slope {slopes[name]:.2f}"), row=1, col=1)
+        if name in _REFERENCE_SLOPES and upper:
+            # the formula's exponent, drawn through the first point of the fitted range
+            n0, t0 = upper[0]
+            exponent = _REFERENCE_SLOPES[name]
+            figure.add_trace(go.Scatter(x=[n0, tokens[-1]], y=[t0, t0 * (tokens[-1] / n0) ** exponent], mode="lines",
+                                        line={"color": colour, "dash": "dot", "width": 1},
+                                        name=f"∝ N^{exponent:g} (formula)"), row=1, col=1)
     figure.add_trace(go.Bar(x=list(_COLOURS), marker_color=list(_COLOURS.values()), showlegend=False), row=1, col=2)
     figure.update_xaxes(type="log", title_text="tokens N", row=1, col=1)
     figure.update_yaxes(type="log", title_text="ms", row=1, col=1)

@@ -21,11 +21,20 @@ from .common import as_array, atoms_from_lists, fast_mode, heatmap, image_axes, 
 _PACKAGES = ("torch", "triton", "torchdiffeq", "numpy", "plotly", "ipywidgets", "skimage", "mlxtend", "jupyterlab")
 
 
+def _cpu_model() -> str:
+    """The processor's name (its vendor decides, e.g., how slow subnormal floats are: notebook 02)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def environment_report() -> dict[str, str]:
     """What this machine offers the suite: versions, CPU/GPU, and where the Triton kernel can run."""
     report = {"ssog_lab": __version__, "python": platform.python_version(),
               "platform": f"{platform.system()} {platform.machine()}",
-              "CPU cores": str(os.cpu_count()), "torch threads": str(torch.get_num_threads())}
+              "CPU": _cpu_model(), "CPU cores": str(os.cpu_count()), "torch threads": str(torch.get_num_threads())}
     for name in _PACKAGES:
         try:
             report[name] = getattr(importlib.import_module(name), "__version__", "installed")
@@ -35,9 +44,10 @@ def environment_report() -> dict[str, str]:
     report["CUDA GPU"] = torch.cuda.get_device_name(0) if cuda else "none"
     report["Triton on the GPU"] = "yes" if ops.triton_available("cuda") else "no" + ("" if cuda else " (no GPU)")
     interpreter = ops.triton_available("cpu")
-    report["Triton interpreter on the CPU"] = "yes" if interpreter else (
-        "no: set TRITON_INTERPRET=1 before triton is imported" if report["triton"] != "not installed"
-        else "no: triton not installed")
+    # Off is the normal state: only notebook 04 switches the interpreter on (TRITON_INTERPRET=1 before import).
+    report["Triton interpreter on the CPU"] = "on" if interpreter else (
+        "off (as expected here; notebook 04 switches it on)" if report["triton"] != "not installed"
+        else "unavailable: triton not installed")
     report["fast mode (SSOG_LAB_FAST=1)"] = "on" if fast_mode() else "off"
     return report
 
@@ -48,7 +58,8 @@ def environment_table(report: dict[str, str] | None = None) -> go.Figure:
     figure = go.Figure(go.Table(header={"values": ["", "this machine"], "align": "left"},
                                 cells={"values": [list(report), list(report.values())], "align": "left"},
                                 columnwidth=[0.45, 0.55]))
-    figure.update_layout(height=60 + 24 * len(report), width=700, margin={"t": 10, "b": 10, "l": 10, "r": 10})
+    # plotly draws 20-pixel rows under a 28-pixel header: the height fits the table, with no empty band below
+    figure.update_layout(height=50 + 21 * len(report), width=700, margin={"t": 10, "b": 10, "l": 10, "r": 10})
     return figure
 
 
@@ -88,17 +99,23 @@ def ssog_vs_attention_widget(name: str = "astronaut", size: int | None = None, p
                                          continuous_update=False),
                 "col": widgets.IntSlider(value=width // 2, min=0, max=width - 1, description="query col",
                                          continuous_update=False)}
-    figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.03, subplot_titles=(
+    figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
         f"photo, {height}×{width} tokens of {patch}×{patch} px", f"SSoG: {preset} (fixed, local)",
         "dense attention (content, global)"))
     figure.add_trace(heatmap(tokens.mean(1).reshape(grid), showscale=False), row=1, col=1)
-    figure.add_trace(heatmap(torch.zeros(grid), colorscale="Blues", showscale=False), row=1, col=2)
-    figure.add_trace(heatmap(torch.zeros(grid), colorscale="Reds", showscale=False), row=1, col=3)
+    # Signed scale for SSoG (an atom set may hold negative amplitudes); each weight panel has its colour bar,
+    # placed just right of its own subplot.
+    for col, scale in ((2, {"colorscale": "RdBu_r", "zmid": 0.0}), (3, {"colorscale": "Reds"})):
+        right = figure.layout[f"xaxis{col}"].domain[1]
+        figure.add_trace(heatmap(torch.zeros(grid), colorbar={"x": right + 0.005, "len": 0.8, "thickness": 12,
+                                                             "title": "weight"}, **scale), row=1, col=col)
     for col in (1, 2, 3):
         figure.add_trace(go.Scatter(mode="markers", marker={"symbol": "x", "size": 11, "color": "#2ca02c",
                                                             "line": {"width": 2}}, showlegend=False), row=1, col=col)
-    figure.update_layout(height=360, width=980, margin={"t": 40, "b": 10})
-    image_axes(figure)
+    figure.update_layout(height=380, width=1040, margin={"t": 40, "b": 30})
+    image_axes(figure, ticks=True)
+    figure.update_xaxes(title_text="column c′ (tokens)")
+    figure.update_yaxes(title_text="row r′", col=1)
 
     def redraw(fig: go.FigureWidget, row: int, col: int) -> str:
         query = row * width + col

@@ -51,9 +51,14 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
     names = ["exact (matrix-free)", "exact (dense N×N)", "closed-form bound", "Σ|α|"]
     figure = make_subplots(rows=1, cols=2, column_widths=[0.5, 0.5], horizontal_spacing=0.12,
                            subplot_titles=("‖K‖₂ and its bound", "column sums of K (input token's total weight)"))
-    figure.add_trace(go.Bar(x=names, marker_color=["#1f77b4", "#aec7e8", "#2ca02c", "#7f7f7f"]), row=1, col=1)
+    # A dot plot, not bars: the four values are close to each other, and bars from 0 would hide their gaps.
+    figure.add_trace(go.Scatter(x=names, mode="markers+text", textposition="top center", texttemplate="%{y:.4f}",
+                                marker={"size": 14, "color": ["#1f77b4", "#aec7e8", "#2ca02c", "#7f7f7f"]}),
+                     row=1, col=1)
     figure.add_trace(heatmap(torch.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02}), row=1, col=2)
     figure.update_layout(height=400, width=900, showlegend=False, margin={"t": 40})
+    figure.update_yaxes(title_text="‖·‖₂ (autoscaled, not from 0)", row=1, col=1)
+    figure.update_xaxes(range=[-0.5, len(names) - 0.5], tickangle=-20, row=1, col=1)  # room for the value labels
     image_axes(figure, subplots=[2])
 
     def redraw(fig: go.FigureWidget, sigma: float, mu_col: float, amp2: float) -> str:
@@ -64,29 +69,55 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
         kernel = ops.dense_kernel(mu, sigmas, amp, grid)[0]  # (N, N)
         fig.data[0].y = [exact, dense, bound, float(amp.abs().sum())]
         fig.data[1].z = as_array(kernel.sum(0).reshape(height, width))
-        return (f"‖K‖₂ = {exact:.4f} (dense reference {dense:.4f}) ≤ bound {bound:.4f} "
-                f"(ratio {exact / bound:.3f}); Σ|α| = {float(amp.abs().sum()):.2f}")
+        return (f"‖K‖₂ = {exact:.4f} (dense reference {dense:.4f}) ≤ bound {bound:.4f}: "
+                f"‖K‖₂ / bound = {exact / bound:.3f}; Σ|α| = {float(amp.abs().sum()):.2f}")
 
     return LiveFigure(figure, controls, redraw)
+
+
+def _ray_modules(grid: tuple[int, int], dim: int, heads: int, seed: int) -> dict[str, nn.Module]:
+    """Freshly initialized bare mixers (float64, eval mode), the same for the same seed."""
+    torch.manual_seed(seed)
+    modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
+                                     "axial attention": AxialSDPAMixer(dim, heads),
+                                     "fixed SSoG": SSoGMixer(dim, heads)}
+    return {name: module.double().eval() for name, module in modules.items()}
 
 
 def ray_mixers(grid: tuple[int, int] = (4, 4), dim: int = 16, heads: int = 2,
                seed: int = 0) -> dict[str, Callable[[Tensor], Tensor]]:
     """Freshly initialized bare mixers (float64, no LayerNorm in front) as functions x (B, N, C) -> (B, N, C)."""
-    torch.manual_seed(seed)
-    modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
-                                     "axial attention": AxialSDPAMixer(dim, heads),
-                                     "fixed SSoG": SSoGMixer(dim, heads)}
-    for module in modules.values():
-        module.double().eval()
-    return {name: (lambda x, m=module: m(x, grid)) for name, module in modules.items()}
+    return {name: (lambda x, m=module: m(x, grid)) for name, module in _ray_modules(grid, dim, heads, seed).items()}
 
 
-def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0) -> Tensor:
-    """A direction x for the ray s·x: random tokens (1, N, C), float64, each of unit RMS."""
+def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied: bool = False,
+              heads: int = 2) -> Tensor:
+    """A direction x for the ray s·x, (1, N, C) float64, each non-zero token of unit RMS.
+
+    tied=False: random tokens (a generic ray; every softmax row saturates as s grows).
+    tied=True: one random token (at index 1), all others zero, with the token chosen so that the zero tokens'
+    scores stay tied for every s: a zero token's query is the bias b_Q, so its score against the one token is
+    b_Q,h · (s W_K,h x + b_K,h), and x is projected onto the vectors with b_Q,h · W_K,h x = 0 for every head h
+    of the attention mixers of `ray_mixers(grid, dim, heads, seed)`. Those rows keep a uniform softmax whose
+    derivative does not decay, while the one token's key and value grow like s: their Jacobian grows like s².
+    """
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(1, grid[0] * grid[1], dim, generator=generator, dtype=torch.float64)  # (1, N, C)
-    return x / x.pow(2).mean(-1, keepdim=True).sqrt()
+    if tied:
+        rows = []  # one linear condition per attention mixer and head
+        for module in _ray_modules(grid, dim, heads, seed).values():
+            if not isinstance(module, (SDPAMixer, AxialSDPAMixer)):
+                continue
+            w_k = module.qkv.weight.detach().chunk(3, dim=0)[1]  # (C, C): rows are key features
+            b_q = module.qkv.bias.detach().chunk(3)[0]  # (C,)
+            for h in range(heads):
+                part = slice(h * (dim // heads), (h + 1) * (dim // heads))  # head h's features
+                rows.append(w_k[part].T @ b_q[part])  # (C,): b_Q,h · W_K,h x = rows[i] · x
+        basis, _ = torch.linalg.qr(torch.stack(rows).T)  # (C, conditions): orthonormal basis of the conditions
+        token = x[0, 1] - basis @ (basis.T @ x[0, 1])  # (C,): the conditions hold
+        x = torch.zeros_like(x)
+        x[0, 1] = token
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(torch.finfo(x.dtype).tiny)
 
 
 def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
@@ -104,16 +135,28 @@ def dopri5_nfe_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float, 
     return float(counted.nfe)
 
 
+RAYS = {"generic ray (random tokens)": False, "tied-score ray (one token, tied scores)": True}
+
+
 def _ray_widget(measure: Callable[[Callable, Tensor, float], float], title: str, y_title: str, log_y: bool,
-                scales: tuple[float, ...], grid: tuple[int, int], dim: int) -> LiveFigure:
-    """One figure for any quantity measured along a ray: a precomputed curve per mixer over `scales`,
-    and a marker per mixer at the slider's s, measured afresh on every move."""
-    mixers, x = ray_mixers(grid, dim), ray_point(grid, dim)
-    controls = {"s": _slider(widgets.FloatSlider, 1.0, min(scales), max(scales), 0.05, "scale s", "420px")}
+                scales: tuple[float, ...], grid: tuple[int, int], dim: int, rays: tuple[str, ...]) -> LiveFigure:
+    """One figure for any quantity measured along a ray: a precomputed curve per mixer over `scales`, and a
+    marker per mixer at the slider's s, measured afresh on every move. With several `rays` (keys of RAYS), a
+    menu picks the ray and the curves are redrawn from the precomputed ones."""
+    mixers = ray_mixers(grid, dim)
+    points = {ray: ray_point(grid, dim, tied=RAYS[ray]) for ray in rays}
+    curves = {ray: {name: [measure(func, x, s) for s in scales] for name, func in mixers.items()}
+              for ray, x in points.items()}
+    low, high = math.log2(min(scales)), math.log2(max(scales))
+    controls = {"s": widgets.FloatLogSlider(value=1.0, base=2, min=low, max=high, step=0.25, description="scale s",
+                                            continuous_update=False, layout=widgets.Layout(width="420px"),
+                                            style={"description_width": "110px"})}
+    if len(rays) > 1:
+        controls["ray"] = widgets.Dropdown(options=list(rays), value=rays[0], description="ray",
+                                           layout=widgets.Layout(width="420px"))
     figure = go.Figure()
-    for name, func in mixers.items():
-        curve = [measure(func, x, s) for s in scales]
-        figure.add_trace(go.Scatter(x=list(scales), y=curve, mode="lines+markers", name=name,
+    for name in mixers:
+        figure.add_trace(go.Scatter(x=list(scales), mode="lines+markers", name=name,
                                     line={"color": _COLOURS[name]}, marker={"size": 5}, legendgroup=name))
     for name in mixers:
         figure.add_trace(go.Scatter(mode="markers", marker={"size": 14, "color": _COLOURS[name], "symbol": "diamond",
@@ -122,29 +165,31 @@ def _ray_widget(measure: Callable[[Callable, Tensor, float], float], title: str,
     figure.update_layout(title=title, height=420, width=760, xaxis={"type": "log", "title": "scale s of the input s·x"},
                          yaxis={"type": "log" if log_y else "linear", "title": y_title}, margin={"t": 50})
 
-    def redraw(fig: go.FigureWidget, s: float) -> str:
+    def redraw(fig: go.FigureWidget, s: float, ray: str = rays[0]) -> str:
         parts = []
         for k, (name, func) in enumerate(mixers.items()):
-            value = measure(func, x, s)
+            value = measure(func, points[ray], s)
+            fig.data[k].y = curves[ray][name]
             fig.data[len(mixers) + k].x, fig.data[len(mixers) + k].y = [s], [value]
             parts.append(f"{name}: <b>{value:.4g}</b>")
-        return f"at s = {s:g}: " + " · ".join(parts)
+        return f"{ray}, at s = {s:.4g}: " + " · ".join(parts)
 
     return LiveFigure(figure, controls, redraw)
 
 
-def ray_widget(scales: tuple[float, ...] = (0.25, 0.5, 1, 2, 4, 8, 16), grid: tuple[int, int] = (4, 4),
+def ray_widget(scales: tuple[float, ...] = (0.25, 1, 4, 16, 32, 64, 256, 1024), grid: tuple[int, int] = (4, 4),
                dim: int = 16) -> LiveFigure:
-    """Jacobian spectral norm of each bare mixer at s·x (`lipschitz.jacobian_spectral_norm`): a slider for s."""
+    """Jacobian spectral norm of each bare mixer at s·x (`lipschitz.jacobian_spectral_norm`): a slider for s,
+    a menu for the ray (`RAYS`: generic, where attention's softmax saturates, or tied scores, where it grows)."""
     return _ray_widget(jacobian_norm_along_ray, "Jacobian spectral norm ‖∂f/∂x‖₂ at s·x", "‖J‖₂", True,
-                       scales, grid, dim)
+                       scales, grid, dim, tuple(RAYS))
 
 
 def nfe_widget(scales: tuple[float, ...] = (0.5, 1, 2, 4, 8), grid: tuple[int, int] = (4, 4),
                dim: int = 16) -> LiveFigure:
-    """dopri5's function evaluations for dx/dt = mixer(x) from x(0) = s·x on [0, 1]: a slider for s."""
+    """dopri5's function evaluations for dx/dt = mixer(x) from x(0) = s·x (generic ray) on [0, 1]: a slider for s."""
     return _ray_widget(dopri5_nfe_along_ray, "adaptive solver cost: dopri5 evaluations (rtol 1e-5) for dx/dt = f(x)",
-                       "function evaluations (NFE)", False, scales, grid, dim)
+                       "function evaluations (NFE)", False, scales, grid, dim, tuple(RAYS)[:1])
 
 
 def picard_problems(end_time: float = 2.0, points: int = 201) -> dict[str, dict]:
@@ -170,7 +215,8 @@ def picard_problems(end_time: float = 2.0, points: int = 201) -> dict[str, dict]
 
 
 def picard_bound(lipschitz_constant: float, slope_at_start: float, end_time: float, k: int) -> float:
-    """A-priori error of the k-th Picard iterate on [0, T]: (M/L) Σ_{j>k} (LT)^j / j!, M = ‖f(x0)‖."""
+    """A-priori error of the k-th Picard iterate on [0, T]: (F₀/Λ) Σ_{j>k} (ΛT)^j / j!, with Λ the global
+    Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`)."""
     lt = lipschitz_constant * end_time
     tail = math.exp(lt) - sum(lt**j / math.factorial(j) for j in range(k + 1))
     return slope_at_start / lipschitz_constant * max(tail, 0.0)
@@ -230,7 +276,7 @@ def picard_widget(max_iterations: int = 12, end_time: float = 2.0, points: int =
         bound = picard_bound(p["lipschitz"], slope, float(t[-1]), k)
         floor = sup_error(exists) if k == len(xs) - 1 else float((xs[-1] - exact).norm(dim=1).max())
         return (f"k = {k}: sup_t ‖x_k(t) − x(t)‖ = {sup_error(exists):.3g}; a-priori bound (exact integrals) "
-                f"{bound:.3g} with L = {p['lipschitz']:.4g}, T = {float(t[-1]):g}. The trapezoid rule on this time "
+                f"{bound:.3g} with Λ = {p['lipschitz']:.4g}, T = {float(t[-1]):g}. The trapezoid rule on this time "
                 f"grid adds ≈ {floor:.1g} (the error left after {len(xs) - 1} iterates)")
 
     return LiveFigure(figure, controls, redraw)
