@@ -7,8 +7,10 @@
 * `ssog_lipschitz_bound`      the closed-form bound Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ (docs/DESIGN.md);
 * `jacobian_spectral_norm`    ‖∂f/∂x‖₂ at a point for any function (a mixer, a whole residual branch),
                               by the same iteration with forward- and reverse-mode products (torch.func);
-* `ray_sweep`                 that norm along a ray s·x: it grows with s for dense attention, it is constant
-                              for fixed SSoG (a linear map has the same Jacobian everywhere);
+* `ray_sweep`                 that norm along a ray s·x: constant for fixed SSoG (a linear map has the same
+                              Jacobian everywhere); for dense attention without LayerNorm it depends on the
+                              ray: it saturates on a generic one (the softmax turns one-hot) and grows like s²
+                              where the scores stay tied, the inputs behind its unbounded supremum;
 * `picard`                    successive approximations x_{k+1}(t) = x0 + ∫_0^t f(s, x_k(s)) ds on a grid,
                               every iterate returned (Picard–Lindelöf made visible).
 """
