@@ -128,6 +128,88 @@ def test_stage_lse_is_the_log_normalizer():
     torch.testing.assert_close(lse[0, :, 1].double(), expected, rtol=1e-5, atol=1e-6)
 
 
+# --- the edges of the domain: the reference's rules (tiny σ floored, far centres, ties), forward and backward ------
+
+JUST_BELOW_HALF = float(torch.nextafter(torch.tensor(0.5), torch.tensor(0.0)))  # 0.5 − 2^-25: floor(c + 0.5) = 1
+EDGE_SIGMAS = (1e-25, 1e-38, 1e-12, 1e4)
+EDGE_MUS = (3e7, -3e7, 1e30, -1e30, 0.5, JUST_BELOW_HALF, -1.5, 0.25)
+
+
+def edge_params(shape, axis_shift):
+    """(μ, σ) of `shape` + (2,) holding every (σ, μ) pair of EDGE_SIGMAS × EDGE_MUS on each axis, in float32;
+    the column axis runs through the pairs in another order, so that each token pairs different edges."""
+    pairs = torch.tensor([(s, m) for s in EDGE_SIGMAS for m in EDGE_MUS])  # (32, 2)
+    count = torch.Size(shape).numel()
+    index = torch.arange(count)
+    rows, cols = pairs[index % len(pairs)], pairs[(index * axis_shift + 5) % len(pairs)]  # (count, 2) each
+    sigma = torch.stack([rows[:, 0], cols[:, 0]], -1).reshape(*shape, 2)
+    mu = torch.stack([rows[:, 1], cols[:, 1]], -1).reshape(*shape, 2)
+    return mu, sigma
+
+
+def edge_results(v, mu, sigma, amp, grid):
+    """Output and (dv, dμ, dσ, dα) of the Triton path and of the float32 reference, whose rules it follows (the
+    float64 one would not floor σ at 1e-12, so its gradients at a tie with tiny σ are other, larger numbers)."""
+    dy = torch.randn(v.shape, generator=torch.Generator().manual_seed(3))
+    results = []
+    for backend in ("triton", "torch"):
+        leaves = [t.detach().clone().requires_grad_() for t in (v, mu, sigma, amp)]
+        y = ops.ssog(*leaves, grid, backend="triton") if backend == "triton" else ssog_reference(*leaves, grid)
+        (y * dy).sum().backward()
+        results.append([y.detach()] + [t.grad for t in leaves])
+    return results
+
+
+def assert_edges_match(actual, expected, names, rel=1e-4):
+    """Elementwise |a − e| ≤ rel·(|e| + 1): the edge gradients span 1e-30 … 1e36 (1/σ², 1/σ³ of the floor), so
+    each is compared with its own size. A NaN in the reference's dσ (its autograd forms 1/σ⁴ = inf at σ = 1e-12;
+    the true value is 0 there, as below the floor) only requires the kernel's to be finite."""
+    for name, a, e in zip(names, actual, expected, strict=True):
+        assert torch.isfinite(a).all(), f"{name}: {(~torch.isfinite(a)).sum().item()} entries not finite"
+        known = torch.isfinite(e)
+        assert name == "dsigma" or known.all(), name
+        torch.testing.assert_close(a[known], e[known], rtol=rel, atol=rel, msg=lambda m, n=name: f"{n}: {m}")
+
+
+NAMES = ("forward", "dv", "dmu", "dsigma", "damp")
+# The exponent (u·s)·(t* + u/2) of a far centre overflows to −inf by design (a weight of exactly 0); the interpreter's
+# numpy reports it.
+edge_warnings = pytest.mark.filterwarnings("ignore:overflow encountered in multiply:RuntimeWarning")
+
+
+@needs_triton
+@edge_warnings
+def test_steered_edges_of_the_domain_match_the_reference():
+    """Per-token gradients: every (σ, μ) of EDGE_SIGMAS × EDGE_MUS on both axes, in both stages (3 × 6 grid, the
+    rows are 6 long, the columns 3; M = 2: 36 (token, atom) pairs per axis). μ = 0.5 − 2^-25 at i = 0 is the
+    centre just below a half-integer (j* = 0); at i ≥ 1 it rounds to a tie, as do 0.5 and −1.5."""
+    grid, atoms = (3, 6), 2
+    gen = torch.Generator().manual_seed(2)
+    mu, sigma = edge_params((1, 2, grid[0] * grid[1], atoms), axis_shift=7)  # (B, heads, N, M, 2)
+    v = torch.randn(1, 2, grid[0] * grid[1], 4, generator=gen)
+    amp = torch.randn(1, 2, grid[0] * grid[1], atoms, generator=gen)
+    (y, *grads), (y_ref, *grads_ref) = edge_results(v, mu, sigma, amp, grid)
+    assert_edges_match([y, *grads], [y_ref, *grads_ref], NAMES)
+    tiny = (sigma < 1e-12)[..., None]  # below the floor the weights do not depend on σ
+    assert (grads[2][tiny[..., 0]] == 0).all()
+
+
+@needs_triton
+@edge_warnings
+@pytest.mark.parametrize("sigma_row", [1e-25, 1e4])
+def test_fixed_edges_of_the_domain_match_the_reference(sigma_row):
+    """Fixed parameters (gradients summed over tokens): 2 heads × 4 atoms of edge (σ, μ) pairs on the column axis
+    against a row axis of tiny or wide Gaussians centred on ties (μ_row = 0.5: 50/50 for every query)."""
+    grid, atoms = (2, 5), 4
+    gen = torch.Generator().manual_seed(4)
+    mu, sigma = edge_params((2, atoms), axis_shift=3)  # (heads, M, 2)
+    mu[..., 0], sigma[..., 0] = 0.5, sigma_row
+    v = torch.randn(1, 2, grid[0] * grid[1], 4, generator=gen)
+    amp = torch.randn(2, atoms, generator=gen)
+    (y, *grads), (y_ref, *grads_ref) = edge_results(v, mu, sigma, amp, grid)
+    assert_edges_match([y, *grads], [y_ref, *grads_ref], NAMES)
+
+
 def test_reading_order_lists_every_helper_the_kernels_call():
     """READING_ORDER (notebook 04) holds every @triton.jit function of the module, and viz.KERNEL_PARTS is it."""
     from ssog_lab import viz

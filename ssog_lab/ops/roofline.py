@@ -41,12 +41,14 @@ H200 = Peaks("NVIDIA H200 SXM", 4.3e12, {"float32": 790e12 / 2 / 3, "bfloat16": 
              4 * 32 * _SM_CLOCKS)
 
 # Lane-instructions per Gaussian weight (estimates of the inner loops, to be checked against measurements):
-# forward: u, exponent (FFMA, FMUL), tail select (FSETP, FSEL), exp2 (MUFU.EX2 plus a 3-instruction subnormal
-# fix-up), bf16 pack, row sum, layout and address overhead ≈ 12; backward: the weight again (≈ 9), normalize and
-# α (2), two casts, five products and five row sums (10) ≈ 30. Float32 adds the 3×TF32 operand splits (≈ 4).
+# forward: u, exponent (FMUL, FFMA, FMUL: the reference's (u·s)·(t* + u/2), exact near a tie), tail select
+# (FSETP, FSEL), exp2 (MUFU.EX2 plus a 3-instruction subnormal fix-up), bf16 pack, row sum, layout and address
+# overhead ≈ 13; backward: the weight again (≈ 10), normalize and α (2), two casts, the Jacobian terms w·g,
+# r = w·g − S·w, the padding clamp of u, h = t* + u/2, r·u, r·u·h and three row sums (9) ≈ 30. Float32 adds the
+# 3×TF32 operand splits (≈ 4).
 # FP32 vector FLOPs per weight (outside the dots): the exponent and the sum; the backward's Jacobian sums.
-INSTR_PER_WEIGHT_FWD, INSTR_PER_WEIGHT_BWD, INSTR_PER_WEIGHT_FP32 = 12, 30, 4
-_WEIGHT_FLOPS, _GRAD_SUM_FLOPS = 5, 12
+INSTR_PER_WEIGHT_FWD, INSTR_PER_WEIGHT_BWD, INSTR_PER_WEIGHT_FP32 = 13, 30, 4
+_WEIGHT_FLOPS, _GRAD_SUM_FLOPS = 6, 12
 
 
 @dataclass(frozen=True)

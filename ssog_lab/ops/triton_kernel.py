@@ -27,13 +27,22 @@ Two kernels, one program per (batch·head, line, …), the whole line of L ≤ M
 
 Forward = kernel 1 for stage 1, then for stage 2. Backward = kernel 2 for stage 2, then for stage 1.
 
-Weights (per element: 1 FADD, 1 FFMA, 1 FMUL, the tail select and one MUFU.EX2)
-------------------------------------------------------------------------------
-With u = j − j* and t* = j* − i − μ, the shifted logit is ℓ_ij − ℓ_ij* = −u (u + 2t*) / (2σ²). In base 2 it is
-u·(a·u + b) with the per-query constants a = −log2(e) / (2σ²), b = 2·a·t*, so e = exp2(u·(a·u + b)), exactly 1 at
-the mode (so Σ_j e ≥ 1), and ≤ 1 elsewhere. Where the exponent is below TAIL_LOG2_CUTOFF the weight is exactly 0
-(also the convention of the torch reference). Positions beyond the line get u = FAR, whose exponent is below any
-cutoff, so no 2-D mask is needed.
+Weights (per element: 1 FADD, 1 FFMA, 2 FMUL, the tail select and one MUFU.EX2)
+-------------------------------------------------------------------------------
+With u = j − j* and t* = j* − i − μ, the shifted logit is ℓ_ij − ℓ_ij* = −u (t* + u/2) / σ². In base 2 it is
+(u·s)·(t* + u/2) with the per-query constant s = −log2(e) / σ², so e = exp2((u·s)·(t* + u/2)), exactly 1 at the
+mode (so Σ_j e ≥ 1), and ≤ 1 elsewhere. Where the exponent is below TAIL_LOG2_CUTOFF the weight is exactly 0. These
+are the torch reference's rules (`ssog_lab.ops.reference.axis_weights`), step for step, so the two agree on every
+finite μ and σ:
+* j* is i + μ rounded half to even (as torch.round) and clamped to the line; t* + u/2 is then exact where it
+  nearly cancels (a centre just off a half-integer), and exactly 0 at a tie (50/50 between two positions);
+* both factors stay finite for any finite μ and σ (|μ| = 1e30 included), so where their product overflows it is
+  −inf, a weight of exactly 0, never inf·0;
+* σ is floored at SIGMA_FLOOR, which keeps s and the backward's 1/σ³ finite and gives the σ → 0 weights below it.
+Positions beyond the line get u = FAR = +inf, whose exponent is −inf (or NaN where s = −0, σ > 1.8e19), and the
+tail select keeps only exponents ≥ the cutoff, which neither passes: no 2-D mask is needed. Compared with folding
+the constants into u·(a·u + b) this costs one FMUL more per weight, but that form rounds b = 2·a·t* and so loses
+the exact cancellation near a tie (inf weights and NaN for tiny σ).
 
 Memory traffic (per batch·head, in elements; V, Z, Y in v's dtype; parameters and normalizers float32)
 -----------------------------------------------------------------------------------------------------
@@ -66,9 +75,15 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # resolution of a sum ≥ 1; it also keeps exp2 away from subnormals).
 TAIL_LOG2_CUTOFF = tl.constexpr(-50.0)
 LOG2E = tl.constexpr(1.4426950408889634)
-# Source position given to the padding columns beyond a line: u ≈ 1e6 puts their exponent below the cutoff for
-# any σ < 1e5 tokens, and a·u² stays finite in float32 for any σ > 1e-12.
-FAR = tl.constexpr(1.0e6)
+# Source position given to the padding columns beyond a line: +inf makes their exponent −inf or NaN, which the tail
+# select drops, whatever the centre (a finite position would be nearer than j* to a centre beyond it).
+FAR = tl.constexpr(float("inf"))
+# σ is floored here, as in the torch reference (`reference._SIGMA_FLOOR[torch.float32]`): 1/σ² and 1/σ³ stay finite,
+# and below it every weight is already the σ → 0 limit (one-hot, 50/50 at a tie). The gradient for σ is 0 below it.
+SIGMA_FLOOR = tl.constexpr(1.0e-12)
+# 1.5·2^23: for |c| < 2^22, (c + ROUND_MAGIC) − ROUND_MAGIC is c rounded to the nearest integer, ties to even (the
+# sum lies in [2^23, 2^24), where float32's spacing is 1); larger |c| lie far beyond any line and are clamped.
+ROUND_MAGIC = tl.constexpr(12582912.0)
 # The whole line is one tile (the backward kernel accumulates dX over the line in registers): longer lines are
 # refused with a ValueError (4096-pixel images at 16-pixel patches are 256 tokens long).
 MAX_LINE = 256
@@ -83,29 +98,29 @@ MU, SIGMA, AMP = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 
 @triton.jit
 def _mode(centre, L):
-    """j* = the position on the line nearest the Gaussian's centre i + μ: where the logit ℓ is largest."""
-    return tl.minimum(tl.maximum(tl.floor(centre + 0.5), 0.0), L - 1.0)
+    """j* = the position on the line nearest the Gaussian's centre i + μ: where the logit ℓ is largest. Rounded half
+    to even as torch.round (floor(c + 0.5) would round c = 0.5 − 2^-25 up, as c + 0.5 rounds to 1)."""
+    return tl.minimum(tl.maximum((centre + ROUND_MAGIC) - ROUND_MAGIC, 0.0), L - 1.0)
 
 
 @triton.jit
 def _atom(mu_ptr, sigma_ptr, at, ok, pos, L):
     """One atom's Gaussians for query positions pos (BLOCK,): loads (μ, σ) at offsets `at` and returns the mode j*,
-    t* = j* − i − μ, σ and the base-2 logit constants a = −log2(e)/(2σ²), b = 2·a·t* (each (BLOCK,))."""
+    t* = j* − i − μ, σ as loaded and the base-2 logit constant s = −log2(e)/σ² of the floored σ (each (BLOCK,))."""
     mu = tl.load(mu_ptr + at, mask=ok, other=0.0)
     sigma = tl.load(sigma_ptr + at, mask=ok, other=1.0)
     centre = pos.to(tl.float32) + mu
     mode = _mode(centre, L)
-    t_star = mode - centre
-    a = -0.5 * LOG2E / (sigma * sigma)
-    return mode, t_star, sigma, a, 2.0 * a * t_star
+    floored = tl.maximum(sigma, SIGMA_FLOOR)
+    return mode, mode - centre, sigma, (1.0 / (floored * floored)) * -LOG2E
 
 
 @triton.jit
-def _weights(u, a, b):
-    """e = 2^(u·(a·u + b)), exactly 1 at the mode (u = 0) and exactly 0 below TAIL_LOG2_CUTOFF; u (BLOCK_I,
-    BLOCK_L) = j − j*, a and b (BLOCK_I, 1)."""
-    exponent = u * (a * u + b)
-    return tl.where(exponent < TAIL_LOG2_CUTOFF, 0.0, tl.exp2(exponent))
+def _weights(u, t_star, s):
+    """e = 2^((u·s)·(t* + u/2)), exactly 1 at the mode (u = 0) and exactly 0 below TAIL_LOG2_CUTOFF (or NaN, at the
+    padding); u (BLOCK_I, BLOCK_L) = j − j*, t* and s (BLOCK_I, 1)."""
+    exponent = (u * s) * (t_star + 0.5 * u)
+    return tl.where(exponent >= TAIL_LOG2_CUTOFF, tl.exp2(exponent), 0.0)
 
 
 @triton.jit
@@ -168,8 +183,8 @@ def _stage_forward_kernel(x_ptr, out_ptr, norm_ptr, mu_ptr, sigma_ptr, amp_ptr, 
     for m in range(M):
         if X_PER_ATOM:
             x = tl.load(x_ptr + m * x_satom + x_at, mask=x_mask, other=0.0)
-        mode, t_star, sigma, a, b = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
-        e = _weights(src[None, :] - mode[:, None], a[:, None], b[:, None])  # (BLOCK_I, BLOCK_L)
+        mode, t_star, sigma, s = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
+        e = _weights(src[None, :] - mode[:, None], t_star[:, None], s[:, None])  # (BLOCK_I, BLOCK_L)
         inv_sum = 1.0 / tl.sum(e, axis=1)  # (BLOCK_I,): Σ_j e ≥ 1 (e = 1 at the mode)
         tl.store(norm_ptr + i * n_spos + m * n_satom, inv_sum, mask=i_ok)
         if HAS_AMP:
@@ -208,10 +223,11 @@ def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr,
         dx_j += Σ_i α w_ij dOut_i                      (the adjoint, one tl.dot per block; Σ_m if DX_SUM_ATOMS)
         g_ij  = ⟨dOut_i, x_j⟩, S = Σ_j w_ij g_ij        (one tl.dot per block)
         dα = S,   dℓ_j = α w_j (g_j − S),   dμ = Σ_j dℓ_j t_j / σ²,   dσ = Σ_j dℓ_j t_j² / σ³,   t_j = j − i − μ.
-    Expanding Σ_j w_j (g_j − S) t_j into sums would cancel catastrophically for tiny σ. Since Σ_j w_j (g_j − S)
-    = 0, any constant may be subtracted from t: with u_j = j − j* (an integer, 0 where w is largest),
-        Σ w (g − S) t  = A − S·B,                        A = Σ w g u,  B = Σ w u,
-        Σ w (g − S) t² = C − S·E + 2 t* (A − S·B),       C = Σ w g u², E = Σ w u².
+    Expanding Σ_j w_j (g_j − S) t_j into sums would cancel catastrophically for tiny σ or a far centre. Since
+    Σ_j w_j (g_j − S) = 0, any constant may be subtracted from t and t²: with r_j = w_j (g_j − S), u_j = j − j* (an
+    integer, 0 where w is largest) and h_j = t* + u_j/2 (as in the weights: exact near a tie),
+        Σ w (g − S) t  = Σ r u,      Σ w (g − S) t² = Σ r (t² − t*²) = 2 Σ (r u) h,
+    three row sums (S, Σ r u, Σ r u h) of products that stay finite for any finite μ and σ.
     Stage 2: dOut = dY (shared by the atoms), x = Z_m, dx = dZ_m. Stage 1: dOut = dZ_m, x = V, dx = dV = Σ_m.
     """
     bh, line = tl.program_id(0), tl.program_id(1)
@@ -236,7 +252,7 @@ def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr,
         for i0 in range(0, L, BLOCK_I):
             i = i0 + tl.arange(0, BLOCK_I)  # (BLOCK_I,) query positions
             i_ok = i < L
-            mode, t_star, sigma, a, b = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
+            mode, t_star, sigma, s = _atom(mu_ptr, sigma_ptr, i * p_spos + m * p_satom, i_ok, i, L)
             norm = tl.load(norm_ptr + i * n_spos + m * n_satom, mask=i_ok, other=0.0)
             if HAS_AMP:
                 amp = tl.load(amp_ptr + i * a_spos + m * a_satom, mask=i_ok, other=0.0)
@@ -248,17 +264,25 @@ def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr,
             # push the float32 variants past 255 registers.
             x_t = tl.load(x_ptr + m * x_satom + xt_at, mask=xt_mask, other=0.0)
             u = src[None, :] - mode[:, None]  # (BLOCK_I, BLOCK_L)
-            w = _weights(u, a[:, None], b[:, None]) * norm[:, None]  # normalized weights, as in the forward
+            w = _weights(u, t_star[:, None], s[:, None]) * norm[:, None]  # normalized weights, as in the forward
             dx += tl.dot(tl.trans((w * amp[:, None]).to(x_t.dtype)), dout, input_precision=PRECISION)
             g = tl.dot(dout, x_t, input_precision=PRECISION)  # (BLOCK_I, BLOCK_L)
-            wg, wu = w * g, w * u
+            wg = w * g
             s_wg = tl.sum(wg, axis=1)  # S
-            first = tl.sum(wg * u, axis=1) - s_wg * tl.sum(wu, axis=1)  # Σ w (g − S) t
-            second = tl.sum(wg * u * u, axis=1) - s_wg * tl.sum(wu * u, axis=1) + 2.0 * t_star * first
-            inv_var = 1.0 / (sigma * sigma)
+            r = wg - s_wg[:, None] * w  # w (g − S), 0 at the padding
+            # Per weight after w: 1 FMUL, 1 FFMA (r), 1 FMNMX, 1 FFMA (h), 2 FMUL and 3 row sums: one fewer than the
+            # five sums Σ w g u^k, Σ w u^k (k ≤ 2) this replaces, which pays for the weights' extra FMUL.
+            u = tl.minimum(u, BLOCK_L)  # finite at the padding (u = +inf there), so that r·u = 0
+            ru = r * u
+            first = tl.sum(ru, axis=1)  # Σ w (g − S) t
+            second = 2.0 * tl.sum(ru * (t_star[:, None] + 0.5 * u), axis=1)  # Σ w (g − S) t²
+            floored = tl.maximum(sigma, SIGMA_FLOOR)
+            inv_var = 1.0 / (floored * floored)  # finite for any σ
             g_at = grad_ptr + i * r_spos + m * r_satom
             tl.store(g_at + MU, amp * first * inv_var, mask=i_ok)
-            tl.store(g_at + SIGMA, amp * second * inv_var / sigma, mask=i_ok)
+            # Below the floor the weights do not depend on σ (the reference's clamp has gradient 0 there too).
+            d_sigma = tl.where(sigma >= SIGMA_FLOOR, amp * second * inv_var / floored, 0.0)
+            tl.store(g_at + SIGMA, d_sigma, mask=i_ok)
             if HAS_AMP:
                 tl.store(g_at + AMP, s_wg, mask=i_ok)
         if not DX_SUM_ATOMS:
