@@ -216,6 +216,17 @@ def test_gradcheck_at_tiny_and_huge_sigma_and_far_centres(steered):
         assert all(bool(torch.isfinite(t).all()) for t in grads)
 
 
+@pytest.mark.parametrize("sigma", [1e-12, 1e-11, 1e-10, 4e-10])
+def test_sigma_gradient_is_finite_near_the_float32_floor(sigma):
+    # 1/(σ²) would differentiate through 1/σ⁴, which overflows float32 just above the floor.
+    v = torch.randn(1, 1, 15, 2, generator=torch.Generator().manual_seed(0))
+    mu, amp = torch.full((1, 2, 2), 0.3), torch.ones(1, 2)
+    sigma_t = torch.full((1, 2, 2), sigma, requires_grad=True)
+    for dense in (True, False):
+        (grad,) = torch.autograd.grad(ssog_reference(v, mu, sigma_t, amp, (3, 5), dense=dense).sum(), sigma_t)
+        assert torch.isfinite(grad).all()
+
+
 def test_steered_mixer_with_very_narrow_atoms_stays_finite():
     """Δlog σ = −45 (σ ≈ 1e-20) gave 100 % NaN on the torch backend before; the result is a one-hot mix."""
     from ssog_lab.layers import SSoGMixer

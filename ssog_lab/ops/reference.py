@@ -54,7 +54,8 @@ DENSE_MAX_TOKENS_STEERED = 25
 TAIL_LOG2_CUTOFF = {torch.float32: -50.0, torch.float64: -100.0}
 # σ below this floor gives the same weights as σ → 0 in that dtype (one-hot on the nearest grid point, 50/50 at
 # an exact tie): every other logit is then far below the cutoff, as |λ| ≥ (half an ulp of the centre)/σ² ≫ 100.
-# The floor keeps 1/σ² and its derivative 2/σ³ finite, so a tiny σ gives neither inf nor NaN, forward or backward.
+# The floor keeps 1/σ² and its derivative 2/σ³ finite, so a tiny σ gives neither inf nor NaN, forward or backward
+# (1/σ is squared, not σ² inverted: the latter's backward passes through 1/σ⁴, which overflows float32).
 _SIGMA_FLOOR = {torch.float32: 1e-12, torch.float64: 1e-100}
 _LOG2E = 1.0 / math.log(2.0)
 
@@ -75,7 +76,7 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     mode = centre.round().clamp(0, length - 1)  # (*S): j*, no gradient (piecewise constant)
     offset = (mode - centre).unsqueeze(-1)  # (*S, 1): t*
     # (*S, 1): −log2(e)/σ², so that λ·log2(e) comes out directly and exp2 needs no extra pass.
-    scale = sigma.to(work).clamp_min(_SIGMA_FLOOR[work]).square().reciprocal().mul(-_LOG2E).unsqueeze(-1)
+    scale = sigma.to(work).clamp_min(_SIGMA_FLOOR[work]).reciprocal().square().mul(-_LOG2E).unsqueeze(-1)
     u = torch.arange(length, device=mu.device, dtype=work) - mode.unsqueeze(-1)  # (*S, L): j − j*
     half = torch.add(offset, u, alpha=0.5)  # (*S, L): t* + u/2
     # λ·log2(e) = (u·scale)·(t* + u/2) ≤ 0: both factors stay finite for any finite μ and σ, so even where the
