@@ -101,6 +101,8 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
         curve = [r for r in rows if r["solver"] == name]
         figure.add_trace(go.Scatter(x=[r["nfe"] for r in curve], y=[r["error"] for r in curve], mode="lines+markers",
                                     name=name, line={"color": series_colour(i)}), row=1, col=1)
+    for trace in reference_slopes(rows):
+        figure.add_trace(trace, row=1, col=1)
     figure.add_trace(go.Scatter(mode="markers", name="current choice",
                                 marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
@@ -123,6 +125,25 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
                 f"worst token error {per_token.max():.2e}")
 
     return LiveFigure(figure, controls, redraw)
+
+
+def reference_slopes(rows: list[dict], orders: tuple[int, ...] = (1, 2, 4)) -> list[go.Scatter]:
+    """Dotted lines error ∝ NFE^(−p) through the middle of the `convergence` rows, one per order p, kept
+    inside the rows' error range: a method of order p runs parallel to its line on the log–log chart."""
+    points = [(r["nfe"], r["error"]) for r in rows if r["nfe"] > 0 and r["error"] > 0]
+    if len(points) < 2:
+        return []
+    nfe, error = np.log10([p[0] for p in points]), np.log10([p[1] for p in points])
+    x0, y0 = (nfe.min() + nfe.max()) / 2, (error.min() + error.max()) / 2
+    traces = []
+    for p in orders:
+        low = max(nfe.min(), x0 - (error.max() - y0) / p)  # where the line leaves the error range
+        high = min(nfe.max(), x0 + (y0 - error.min()) / p)
+        xs = np.array([low, high])
+        traces.append(go.Scatter(x=10 ** xs, y=10 ** (y0 - p * (xs - x0)), mode="lines+text", name=f"slope −{p}",
+                                 text=["", f"slope −{p}"], textposition="bottom right", showlegend=False,
+                                 line={"color": "grey", "dash": "dot", "width": 1}, hoverinfo="skip"))
+    return traces
 
 
 def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:
