@@ -354,7 +354,7 @@ def bench_rows():
             n = (resolution // 16) ** 2
             for mixer, speed, memory in (("sdpa", 1e7 / n**2, 100.0), ("sdpa-math", 0.8e7 / n**2, 0.01 * n),
                                          ("ssog", 1e6 / n**1.5, 0.004 * n)):
-                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution,
+                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution, tokens=n,
                                  images_per_s=speed, peak_mb=memory, status="ok", device="cpu"))
     rows.append(dict(setting="ode", mixer="axial", mode="infer", resolution=1024, images_per_s=None, peak_mb=None,
                      status="oom", device="cpu"))
@@ -371,10 +371,10 @@ def test_scaling_widget_draws_measurements_ratios_and_claims():
     ssog = lf.figure.data[list(bench.MIXERS).index("ssog")]
     expected = {r["resolution"]: r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
                 if r["setting"] == "ode" and r["mixer"] == "ssog"}
-    assert ssog.x == (256, 512, 1024) and ssog.y == pytest.approx([expected[x] for x in ssog.x])
+    assert ssog.x == (256, 1024, 4096) and ssog.y == pytest.approx([expected[x] for x in (256, 512, 1024)])
     assert ssog.y[2] == pytest.approx(2 * ssog.y[1])  # √N doubles with the resolution
     stars = lf.figure.data[-2]
-    assert stars.x == (1024,) and stars.y == pytest.approx([2.54])
+    assert stars.x == (4096,) and stars.y == pytest.approx([2.54])  # at the paper's token count
     assert "measured at 1024²" in lf.readout.value and "ssog 6.40×" in lf.readout.value
     before = trace_data(lf.figure)
     lf.update(view="peak memory vs sdpa-math (×)")

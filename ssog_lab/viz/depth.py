@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ode
+from ..models import Dynamics
 from ..style import series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
@@ -144,6 +145,18 @@ def reference_slopes(rows: list[dict], orders: tuple[int, ...] = (1, 2, 4)) -> l
                                  text=["", f"slope −{p}"], textposition="bottom right", showlegend=False,
                                  line={"color": "grey", "dash": "dot", "width": 1}, hoverinfo="skip"))
     return traces
+
+
+def ode_nfe(model, images: Tensor, rtols: tuple[float, ...] = (1e-3, 1e-5)) -> dict[float, int]:
+    """dopri5's NFE (torchdiffeq, atol = rtol / 10) to solve a continuous-depth model's ODE on [0, T] for a
+    batch of images (B, C, H, W), per rtol: the cost an adaptive solver pays for this model's f."""
+    if model.config.depth != "ode":
+        raise ValueError(f"model must have depth 'ode', got {model.config.depth!r}")
+    with torch.no_grad():
+        x0, grid = model.embed(images.to(next(model.parameters()).dtype))  # (B, N, C)
+    f = Dynamics(model.blocks[0], grid)
+    return {rtol: solve_and_count(f, x0, model.config.end_time, "dopri5 (adaptive) · torchdiffeq", rtol=rtol)[1]
+            for rtol in rtols}
 
 
 def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:

@@ -117,6 +117,19 @@ def atom_change(model, initial) -> list[dict]:
     return rows
 
 
+def atom_change_markdown(rows: list[dict]) -> str:
+    """The rows of `atom_change` as a markdown table (offsets and widths in tokens)."""
+    def span(pair: tuple[float, float], digits: int = 2) -> str:
+        return f"{pair[0]:.{digits}f} – {pair[1]:.{digits}f}"
+
+    lines = ["| layer | largest change of an offset μ | max abs(μ): initial → learned | σ: initial → learned | "
+             "α: initial → learned | α < 0 |", "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['layer']} | {r['mu_moved_max']:.2f} | {r['mu_init_max']:.2f} → {r['mu_learned_max']:.2f} | "
+              f"{span(r['sigma_init'])} → {span(r['sigma_learned'])} | {span(r['amp_init'], 3)} → "
+              f"{span(r['amp_learned'], 3)} | {r['negative']} of {r['total']} |" for r in rows]
+    return "\n".join(lines)
+
+
 def atom_change_figure(model, initial) -> go.Figure:
     """Learned against initial value of every atom parameter (all layers and heads): offsets μ, widths σ and
     amplitudes α, one panel each, with the line y = x (an atom on it did not move)."""
