@@ -396,3 +396,24 @@ def test_claims_markdown_lists_the_largest_compared_resolution():
     assert len(lines) == 4  # header, rule, discrete and ode rows of ssog (looped was not measured)
     assert "| synthetic | ode | 1024² | ssog | 6.40× | 0.40× | ODE: up to +154% throughput" in text
     assert "no SSoG measurement" in viz.claim_summary(bench_rows(), "looped")
+
+
+def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
+    torch.manual_seed(0)
+    model = models.build_model("nano", depth="ode", mixer="ssog", image_size=8, dim=16, layers=2, heads=2,
+                               in_chans=1, num_classes=3).double().eval()
+    images = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+    nfe = viz.ode_nfe(model, images, rtols=(1e-2, 1e-6))
+    with torch.no_grad():
+        x0, grid = model.embed(images)
+    expected = viz.solve_and_count(models.Dynamics(model.blocks[0], grid), x0, 2.0,
+                                   "dopri5 (adaptive) · torchdiffeq", rtol=1e-6)[1]
+    assert nfe[1e-6] == expected and nfe[1e-2] <= nfe[1e-6]
+    assert (nfe[1e-6] - 2) % 6 == 0  # 2 to pick the first step, then 6 new evaluations per step (FSAL)
+    with pytest.raises(ValueError, match="ode"):
+        viz.ode_nfe(models.build_model("nano", image_size=8, dim=16, layers=1, heads=2), images.float())
+    text = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 32}), "ssog": ({1e-3: 32}, {1e-3: 26})})
+    assert "| ssog | 32 | 26 |" in text
+    assert "ssog needs 6 fewer evaluations than sdpa (26 against 32); its NFE is down 6 with training" in text
+    same = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 38}), "ssog": ({1e-3: 32}, {1e-3: 38})})
+    assert "the same NFE as sdpa" in same and "up 6 with training" in same

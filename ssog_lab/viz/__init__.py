@@ -41,6 +41,7 @@ from .depth import (
     SOLVERS,
     convergence,
     ode_nfe,
+    ode_nfe_markdown,
     parameter_widget,
     relative_error,
     solve_and_count,
@@ -113,7 +114,8 @@ __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "sol
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
 __all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]
-__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe"]
+__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
+            "ode_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]

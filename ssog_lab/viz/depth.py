@@ -115,6 +115,8 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
     scale = reference[0].norm(dim=-1).mean()
 
     def redraw(fig: go.FigureWidget, solver: str, steps: int, rtol: float) -> str:
+        controls["steps"].disabled = SOLVERS[solver][1] == "dopri5"  # dopri5 picks its own steps
+        controls["rtol"].disabled = not controls["steps"].disabled
         y, nfe = solve_and_count(func, y0, end_time, solver, steps=steps, rtol=rtol)
         error = relative_error(y, reference)
         per_token = ((y - reference)[0].norm(dim=-1) / scale).reshape(height, width)  # (H, W)
@@ -157,6 +159,32 @@ def ode_nfe(model, images: Tensor, rtols: tuple[float, ...] = (1e-3, 1e-5)) -> d
     f = Dynamics(model.blocks[0], grid)
     return {rtol: solve_and_count(f, x0, model.config.end_time, "dopri5 (adaptive) · torchdiffeq", rtol=rtol)[1]
             for rtol in rtols}
+
+
+def ode_nfe_markdown(runs: dict[str, tuple[dict[float, int], dict[float, int]]], baseline: str = "sdpa") -> str:
+    """Markdown: per run (name -> (NFE per rtol before training, after training), as `ode_nfe` gives them) a
+    table row, then one sentence per rtol that says, from the numbers, how each run compares with `baseline`
+    after training and how training changed its NFE."""
+    rtols = sorted({rtol for before, after in runs.values() for rtol in (*before, *after)}, reverse=True)
+    head = " / ".join(f"{rtol:g}" for rtol in rtols)
+    lines = [f"| run | dopri5 NFE before training (rtol {head}) | after training |", "|---|---:|---:|"]
+    lines += [f"| {name} | {' / '.join(str(before.get(r, '–')) for r in rtols)} | "
+              f"{' / '.join(str(after.get(r, '–')) for r in rtols)} |" for name, (before, after) in runs.items()]
+    words = []
+    base = runs.get(baseline)
+    for rtol in rtols:
+        for name, (before, after) in runs.items():
+            if name == baseline or base is None or rtol not in after or rtol not in base[1]:
+                continue
+            diff = after[rtol] - base[1][rtol]
+            more = "more" if diff > 0 else "fewer"
+            versus = "the same NFE as" if diff == 0 else f"{abs(diff)} {more} evaluations than"
+            change = after[rtol] - before.get(rtol, after[rtol])
+            direction = "up" if change > 0 else "down"
+            trained = "unchanged by training" if change == 0 else f"{direction} {abs(change)} with training"
+            words.append(f"- rtol {rtol:g}: after training, {name} needs {versus} {baseline} ({after[rtol]} against "
+                         f"{base[1][rtol]}); its NFE is {trained}.")
+    return "\n".join(lines) + ("\n\n" + "\n".join(words) if words else "")
 
 
 def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:

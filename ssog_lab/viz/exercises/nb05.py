@@ -46,7 +46,7 @@ def _linear_problem():
     return (lambda t, y: y @ a.T), y0, y0 @ torch.linalg.matrix_exp(a).T
 
 
-@exercise("05.midpoint_order", judge=close(0.1), wrong=1.0,
+@exercise("05.midpoint_order", judge=close(0.15), wrong=1.0,  # fast mode's coarser study measures ≈ 1.8
           hint="take the two finest midpoint rows; the order is log₂ of the ratio of their errors (not of their "
                "NFE), since the step halves between them.",
           explain="halving h divides the midpoint method's error by about 2² = 4: order 2.")

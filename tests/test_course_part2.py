@@ -1,0 +1,50 @@
+"""Notebooks 05–08 as a course: every check cell is one `viz.check` call on a registered exercise of its own
+notebook, followed by a folded solution; every registered exercise of 05–08 is used; nothing is committed executed."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ssog_lab.viz import exercises
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[5-8]_*.ipynb"))
+
+
+def cells(path):
+    return [(c["cell_type"], "".join(c["source"]), c) for c in json.loads(path.read_text())["cells"]]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_check_cells_are_one_call_followed_by_a_folded_solution(path):
+    number = path.name[:2]
+    found = cells(path)
+    keys = []
+    for i, (kind, text, _) in enumerate(found):
+        if kind != "code" or "viz.check(" not in text:
+            continue
+        call = ast.parse(text).body
+        assert len(call) == 1 and isinstance(call[0], ast.Expr), f"check cell {i} holds more than the call: {text!r}"
+        key = call[0].value.args[0].value
+        assert key.startswith(f"{number}.") and key in exercises.EXERCISES, key
+        keys.append(key)
+        following = found[i + 1]
+        assert following[0] == "markdown" and following[1].startswith("<details><summary>Solution</summary>"), i
+    registered = {k for k in exercises.EXERCISES if k.startswith(f"{number}.")}
+    assert sorted(keys) == sorted(registered)  # every exercise is asked, none twice
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
+    found = cells(path)
+    for kind, _, cell in found:
+        if kind == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    first = found[0][1]
+    assert "**Recap.**" in first and "**Learning goals**" in first and "**Running time**" in first
+    assert "## References" in found[-1][1] and "arXiv:2611.08236" in found[-1][1]
+    text = "\n".join(t for _, t, _ in found)
+    assert "✅" not in text and "❌" not in text
+    assert not re.search(r"\b24 (steered )?heads\b", text)  # steered SSoG's default head count changed
