@@ -16,9 +16,11 @@ from torch import Tensor
 
 from .. import ops
 from ..layers import SSoGMixer
-from ..style import series_colour
+from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
+
+STEERED = MIXER_COLOURS["ssog-steered"]  # steering shifts are drawn in the steered mixer's colour
 
 
 def ssog_mixers(model) -> list[SSoGMixer]:
@@ -225,8 +227,8 @@ def steering_widget(model, images: Tensor) -> LiveFigure:
                                            "width change log₂(σ(x) / σ)"))
     figure.add_trace(_image_trace(images[0, 0], patch, zmin=float(images.min()), zmax=float(images.max()),
                                   opacity=0.55), row=1, col=1)
-    figure.add_trace(go.Scatter(mode="lines", line={"color": "#d62728", "width": 1.5}, name="shift"), row=1, col=1)
-    figure.add_trace(go.Scatter(mode="markers", marker={"color": "#d62728", "size": 5}, name="steered centre"),
+    figure.add_trace(go.Scatter(mode="lines", line={"color": STEERED, "width": 1.5}, name="shift"), row=1, col=1)
+    figure.add_trace(go.Scatter(mode="markers", marker={"color": STEERED, "size": 5}, name="steered centre"),
                      row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="RdBu_r", zmid=0.0, colorbar={"x": 1.02}), row=1, col=2)
     figure.update_xaxes(range=[-3.5, grid[1] + 2.5], row=1, col=1)
