@@ -48,3 +48,20 @@ def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
     text = "\n".join(t for _, t, _ in found)
     assert "✅" not in text and "❌" not in text
     assert not re.search(r"\b24 (steered )?heads\b", text)  # steered SSoG's default head count changed
+
+
+def test_the_implementation_solutions_of_05_are_accepted_and_their_slips_rejected():
+    """The folded ```python solutions of 05 set answer_4 / answer_5; the check accepts them, and rejects a step
+    that forgets h or takes a full step where half a step belongs."""
+    from ssog_lab import viz
+
+    namespace = {}
+    path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
+    for kind, text, _ in cells(path):
+        if kind == "markdown" and "<summary>Solution</summary>" in text:
+            for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+                exec(block, namespace)  # noqa: S102 — the notebook's own solution code
+    assert viz.check("05.euler_step", namespace["answer_4"]).status == "correct"
+    assert viz.check("05.rk4_step", namespace["answer_5"]).status == "correct"
+    assert viz.check("05.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
+    assert viz.check("05.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template

@@ -81,6 +81,10 @@ def test_convergence_rows_and_solver_widget():
     lf.update(solver="midpoint · ssog_lab.ode", steps=4)
     assert changed(before, trace_data(lf.figure))
     assert lf.figure.data[-2].x == (8,) and "NFE = 8" in lf.readout.value
+    assert not lf.controls["steps"].disabled and lf.controls["rtol"].disabled
+    lf.update(solver="dopri5 (adaptive) · torchdiffeq")
+    assert lf.controls["steps"].disabled and not lf.controls["rtol"].disabled  # dopri5 picks its own steps
+    lf.update(solver="midpoint · ssog_lab.ode")
     y, _ = viz.solve_and_count(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
     assert f"{viz.relative_error(y, exact):.2e}" in lf.readout.value
     with pytest.raises(ValueError, match="shape"):
