@@ -236,7 +236,7 @@ def _accuracy_rows(results_dir: Path) -> list[dict]:
     results = accuracy_results(results_dir)
     current = [r for r in results if r["current"]]
     stale = sorted({r["source"] for r in results if not r["current"]})
-    note = f" ({', '.join(stale)} predates the current code)" if stale else ""
+    note = f" (the stored {', '.join(stale)} trained models today's code no longer builds)" if stale else ""
     groups = list(dict.fromkeys((r["source"], r["group"]) for r in current))
     rows = []
     for claim in ACCURACY_CLAIMS:
