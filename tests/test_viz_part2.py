@@ -71,12 +71,20 @@ def test_convergence_rows_and_solver_widget():
     euler_errors = [r["error"] for r in rows[:3]]
     assert euler_errors[0] > euler_errors[1] > euler_errors[2]
     lf = viz.solver_widget(func, y0, 1.0, exact, (2, 3), rows=rows, solver="euler · ssog_lab.ode", steps=1)
+    slopes = [t for t in lf.figure.data if (t.name or "").startswith("slope")]
+    assert [t.name for t in slopes] == ["slope −1", "slope −2", "slope −4"]
+    for p, line in zip((1, 2, 4), slopes, strict=True):
+        assert math.log10(line.y[0] / line.y[1]) / math.log10(line.x[1] / line.x[0]) == pytest.approx(p)
     assert np.asarray(lf.figure.data[-1].z).shape == (2, 3)  # error per token over the grid
     assert lf.figure.data[-2].x == (1,) and "NFE = 1" in lf.readout.value
     before = trace_data(lf.figure)
     lf.update(solver="midpoint · ssog_lab.ode", steps=4)
     assert changed(before, trace_data(lf.figure))
     assert lf.figure.data[-2].x == (8,) and "NFE = 8" in lf.readout.value
+    assert not lf.controls["steps"].disabled and lf.controls["rtol"].disabled
+    lf.update(solver="dopri5 (adaptive) · torchdiffeq")
+    assert lf.controls["steps"].disabled and not lf.controls["rtol"].disabled  # dopri5 picks its own steps
+    lf.update(solver="midpoint · ssog_lab.ode")
     y, _ = viz.solve_and_count(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
     assert f"{viz.relative_error(y, exact):.2e}" in lf.readout.value
     with pytest.raises(ValueError, match="shape"):
@@ -191,27 +199,37 @@ def test_prediction_widget_shows_softmax_of_each_model():
     assert "true label <b>3</b>" in lf.readout.value
 
 
-def test_results_widget_averages_seeds(tmp_path):
-    rows = [dict(name=f"main/{d}/{m}/s{s}", depth=d, mixer=m, seed=s, test_accuracy=acc, train_seconds=10.0 * s + 1)
-            for d, m, s, acc in [("discrete", "sdpa", 0, 0.80), ("discrete", "sdpa", 1, 0.90),
-                                 ("discrete", "ssog", 0, 0.70), ("ode", "ssog", 0, 0.60)]]
-    rows.append(dict(name="heads/discrete/ssog/s0", depth="discrete", mixer="ssog", seed=0, test_accuracy=0.5))
+def test_results_widget_keeps_configurations_apart_and_uses_the_sample_std():
+    rows = [dict(source="accuracy_x.md", group="main", depth="discrete", mixer="sdpa", label="", values=[0.80, 0.90],
+                 current=True),
+            dict(source="accuracy_x.md", group="main", depth="discrete", mixer="ssog", label="heads2", values=[0.70],
+                 current=True),
+            dict(source="accuracy_x.md", group="main", depth="discrete", mixer="ssog", label="heads16",
+                 values=[0.50, 0.60, 0.70], current=True),
+            dict(source="old.jsonl", group="main", depth="ode", mixer="sdpa", label="", values=[0.6, 0.7],
+                 current=False)]
+    lf = viz.results_widget(rows)
+    assert lf.controls["table"].value == "old.jsonl · main (superseded)"
+    assert "Not measured at the current code" in lf.readout.value and "SUPERSEDED" in lf.figure.layout.title.text
+    lf.update(table="accuracy_x.md · main")
+    sdpa, ssog = lf.figure.data
+    assert ssog.x == ("discrete", "discrete · heads2", "discrete · heads16")  # never pooled: one bar each
+    assert ssog.y[1] == pytest.approx(70.0) and ssog.y[2] == pytest.approx(60.0)
+    assert ssog.error_y.array[2] == pytest.approx(10.0)  # sample std of 50, 60, 70 (population std: 8.16)
+    assert sdpa.error_y.array[0] == pytest.approx(100 * np.std([0.8, 0.9], ddof=1))
+    assert ssog.text[2] == "60.0 (n=3)" and "(n = 1)" in lf.readout.value
+    assert "Not measured" not in lf.readout.value
+    with pytest.raises(ValueError, match="results"):
+        viz.results_widget([])
+
+
+def test_read_results_and_result_mean(tmp_path):
+    rows = [dict(name=f"main/discrete/sdpa/s{s}", depth="discrete", mixer="sdpa", test_accuracy=acc)
+            for s, acc in enumerate((0.8, 0.9))]
     path = tmp_path / "results.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     records = viz.read_results(path)
-    assert records == rows
-    lf = viz.results_widget(records)
-    sdpa, ssog = lf.figure.data
-    assert sdpa.x == ("discrete", "ode") and sdpa.y[0] == pytest.approx(85.0) and sdpa.y[1] is None
-    assert sdpa.error_y.array[0] == pytest.approx(5.0)
-    assert ssog.y == pytest.approx((70.0, 60.0))
-    assert "discrete/sdpa: 85.0% ± 5.0% (2 seeds)" in lf.readout.value
-    before = trace_data(lf.figure)
-    lf.update(group="heads")
-    assert changed(before, trace_data(lf.figure)) and ssog.y == pytest.approx((50.0,))
-    lf.update(group="main", metric="train_seconds")
-    assert sdpa.y[0] == pytest.approx(6.0)  # mean of 1 and 11 seconds
-    assert viz.result_mean(records, "discrete", "sdpa") == pytest.approx(0.85)
+    assert records == rows and viz.result_mean(records, "discrete", "sdpa") == pytest.approx(0.85)
     with pytest.raises(ValueError, match="no stored result"):
         viz.result_mean(records, "looped", "sdpa")
     with pytest.raises(FileNotFoundError):
@@ -310,6 +328,23 @@ def test_receptive_field_widget_is_a_row_of_the_dense_kernel():
     fixed = ops.dense_kernel(base[0][1:2], base[1][1:2], base[2][1:2], (4, 4))[0]
     np.testing.assert_allclose(np.asarray(lf.figure.data[2].z), fixed[11].reshape(4, 4).numpy(), atol=1e-6)
     assert "query (2, 3)" in lf.readout.value and f"{float(fixed[11].sum()):.3f} unsteered" in lf.readout.value
+    assert lf.figure.layout.xaxis2.showticklabels and lf.figure.layout.xaxis2.dtick == 1  # token ticks
+
+
+def test_initial_twin_and_atom_change_compare_against_the_untrained_model():
+    model, _ = steered_model()
+    twin = viz.initial_twin(model, seed=0)  # steered_model seeds 0 before it builds: the same initial atoms
+    assert all(r["mu_moved_max"] == 0.0 for r in viz.atom_change(model, twin))
+    with torch.no_grad():
+        viz.ssog_mixers(model)[1].mu[0, 2, 1] += 0.75
+        viz.ssog_mixers(model)[1].amp[1, 0] = -0.1
+    rows = viz.atom_change(model, twin)
+    assert rows[1]["mu_moved_max"] == pytest.approx(0.75) and rows[0]["mu_moved_max"] == 0.0
+    assert rows[1]["negative"] == 1 and rows[1]["total"] == 8 and rows[1]["amp_init"] == (0.25, 0.25)
+    figure = viz.atom_change_figure(model, twin)
+    offsets = np.concatenate([t.y for t in figure.data if t.xaxis == "x" and t.mode == "markers"])
+    starts = np.concatenate([t.x for t in figure.data if t.xaxis == "x" and t.mode == "markers"])
+    assert np.count_nonzero(~np.isclose(offsets, starts)) == 1  # exactly the one offset that moved
 
 
 # --- 08: scaling ---------------------------------------------------------------------------------------
@@ -323,7 +358,7 @@ def bench_rows():
             n = (resolution // 16) ** 2
             for mixer, speed, memory in (("sdpa", 1e7 / n**2, 100.0), ("sdpa-math", 0.8e7 / n**2, 0.01 * n),
                                          ("ssog", 1e6 / n**1.5, 0.004 * n)):
-                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution,
+                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution, tokens=n,
                                  images_per_s=speed, peak_mb=memory, status="ok", device="cpu"))
     rows.append(dict(setting="ode", mixer="axial", mode="infer", resolution=1024, images_per_s=None, peak_mb=None,
                      status="oom", device="cpu"))
@@ -340,10 +375,10 @@ def test_scaling_widget_draws_measurements_ratios_and_claims():
     ssog = lf.figure.data[list(bench.MIXERS).index("ssog")]
     expected = {r["resolution"]: r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
                 if r["setting"] == "ode" and r["mixer"] == "ssog"}
-    assert ssog.x == (256, 512, 1024) and ssog.y == pytest.approx([expected[x] for x in ssog.x])
+    assert ssog.x == (256, 1024, 4096) and ssog.y == pytest.approx([expected[x] for x in (256, 512, 1024)])
     assert ssog.y[2] == pytest.approx(2 * ssog.y[1])  # √N doubles with the resolution
     stars = lf.figure.data[-2]
-    assert stars.x == (1024,) and stars.y == pytest.approx([2.54])
+    assert stars.x == (4096,) and stars.y == pytest.approx([2.54])  # at the paper's token count
     assert "measured at 1024²" in lf.readout.value and "ssog 6.40×" in lf.readout.value
     before = trace_data(lf.figure)
     lf.update(view="peak memory vs sdpa-math (×)")
@@ -365,3 +400,24 @@ def test_claims_markdown_lists_the_largest_compared_resolution():
     assert len(lines) == 4  # header, rule, discrete and ode rows of ssog (looped was not measured)
     assert "| synthetic | ode | 1024² | ssog | 6.40× | 0.40× | ODE: up to +154% throughput" in text
     assert "no SSoG measurement" in viz.claim_summary(bench_rows(), "looped")
+
+
+def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
+    torch.manual_seed(0)
+    model = models.build_model("nano", depth="ode", mixer="ssog", image_size=8, dim=16, layers=2, heads=2,
+                               in_chans=1, num_classes=3).double().eval()
+    images = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+    nfe = viz.ode_nfe(model, images, rtols=(1e-2, 1e-6))
+    with torch.no_grad():
+        x0, grid = model.embed(images)
+    expected = viz.solve_and_count(models.Dynamics(model.blocks[0], grid), x0, 2.0,
+                                   "dopri5 (adaptive) · torchdiffeq", rtol=1e-6)[1]
+    assert nfe[1e-6] == expected and nfe[1e-2] <= nfe[1e-6]
+    assert (nfe[1e-6] - 2) % 6 == 0  # 2 to pick the first step, then 6 new evaluations per step (FSAL)
+    with pytest.raises(ValueError, match="ode"):
+        viz.ode_nfe(models.build_model("nano", image_size=8, dim=16, layers=1, heads=2), images.float())
+    text = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 32}), "ssog": ({1e-3: 32}, {1e-3: 26})})
+    assert "| ssog | 32 | 26 |" in text
+    assert "ssog needs 6 fewer evaluations than sdpa (26 against 32); its NFE is down 6 with training" in text
+    same = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 38}), "ssog": ({1e-3: 32}, {1e-3: 38})})
+    assert "the same NFE as sdpa" in same and "up 6 with training" in same

@@ -14,6 +14,7 @@ from .atoms import (
     photo_widget,
     query_kernel_widget,
 )
+from .claims import accuracy_results, claims_ledger, claims_ledger_markdown, variant_summary
 from .common import (
     Check,
     apply_to_image,
@@ -39,6 +40,8 @@ from .cost import (
 from .depth import (
     SOLVERS,
     convergence,
+    ode_nfe,
+    ode_nfe_markdown,
     parameter_widget,
     relative_error,
     solve_and_count,
@@ -61,7 +64,11 @@ from .kernel import (
     speed_ratio,
 )
 from .learned import (
+    atom_change,
+    atom_change_figure,
+    atom_change_markdown,
     atoms_widget,
+    initial_twin,
     layer_atoms,
     learned_atoms,
     receptive_field_widget,
@@ -106,6 +113,9 @@ __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "sol
             "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
+__all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]
+__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
+            "ode_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ode
+from ..models import Dynamics
 from ..style import series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
@@ -101,6 +102,8 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
         curve = [r for r in rows if r["solver"] == name]
         figure.add_trace(go.Scatter(x=[r["nfe"] for r in curve], y=[r["error"] for r in curve], mode="lines+markers",
                                     name=name, line={"color": series_colour(i)}), row=1, col=1)
+    for trace in reference_slopes(rows):
+        figure.add_trace(trace, row=1, col=1)
     figure.add_trace(go.Scatter(mode="markers", name="current choice",
                                 marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
@@ -112,6 +115,8 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
     scale = reference[0].norm(dim=-1).mean()
 
     def redraw(fig: go.FigureWidget, solver: str, steps: int, rtol: float) -> str:
+        controls["steps"].disabled = SOLVERS[solver][1] == "dopri5"  # dopri5 picks its own steps
+        controls["rtol"].disabled = not controls["steps"].disabled
         y, nfe = solve_and_count(func, y0, end_time, solver, steps=steps, rtol=rtol)
         error = relative_error(y, reference)
         per_token = ((y - reference)[0].norm(dim=-1) / scale).reshape(height, width)  # (H, W)
@@ -123,6 +128,63 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
                 f"worst token error {per_token.max():.2e}")
 
     return LiveFigure(figure, controls, redraw)
+
+
+def reference_slopes(rows: list[dict], orders: tuple[int, ...] = (1, 2, 4)) -> list[go.Scatter]:
+    """Dotted lines error ∝ NFE^(−p) through the middle of the `convergence` rows, one per order p, kept
+    inside the rows' error range: a method of order p runs parallel to its line on the log–log chart."""
+    points = [(r["nfe"], r["error"]) for r in rows if r["nfe"] > 0 and r["error"] > 0]
+    if len(points) < 2:
+        return []
+    nfe, error = np.log10([p[0] for p in points]), np.log10([p[1] for p in points])
+    x0, y0 = (nfe.min() + nfe.max()) / 2, (error.min() + error.max()) / 2
+    traces = []
+    for p in orders:
+        low = max(nfe.min(), x0 - (error.max() - y0) / p)  # where the line leaves the error range
+        high = min(nfe.max(), x0 + (y0 - error.min()) / p)
+        xs = np.array([low, high])
+        traces.append(go.Scatter(x=10 ** xs, y=10 ** (y0 - p * (xs - x0)), mode="lines+text", name=f"slope −{p}",
+                                 text=["", f"slope −{p}"], textposition="bottom right", showlegend=False,
+                                 line={"color": "grey", "dash": "dot", "width": 1}, hoverinfo="skip"))
+    return traces
+
+
+def ode_nfe(model, images: Tensor, rtols: tuple[float, ...] = (1e-3, 1e-5)) -> dict[float, int]:
+    """dopri5's NFE (torchdiffeq, atol = rtol / 10) to solve a continuous-depth model's ODE on [0, T] for a
+    batch of images (B, C, H, W), per rtol: the cost an adaptive solver pays for this model's f."""
+    if model.config.depth != "ode":
+        raise ValueError(f"model must have depth 'ode', got {model.config.depth!r}")
+    with torch.no_grad():
+        x0, grid = model.embed(images.to(next(model.parameters()).dtype))  # (B, N, C)
+    f = Dynamics(model.blocks[0], grid)
+    return {rtol: solve_and_count(f, x0, model.config.end_time, "dopri5 (adaptive) · torchdiffeq", rtol=rtol)[1]
+            for rtol in rtols}
+
+
+def ode_nfe_markdown(runs: dict[str, tuple[dict[float, int], dict[float, int]]], baseline: str = "sdpa") -> str:
+    """Markdown: per run (name -> (NFE per rtol before training, after training), as `ode_nfe` gives them) a
+    table row, then one sentence per rtol that says, from the numbers, how each run compares with `baseline`
+    after training and how training changed its NFE."""
+    rtols = sorted({rtol for before, after in runs.values() for rtol in (*before, *after)}, reverse=True)
+    head = " / ".join(f"{rtol:g}" for rtol in rtols)
+    lines = [f"| run | dopri5 NFE before training (rtol {head}) | after training |", "|---|---:|---:|"]
+    lines += [f"| {name} | {' / '.join(str(before.get(r, '–')) for r in rtols)} | "
+              f"{' / '.join(str(after.get(r, '–')) for r in rtols)} |" for name, (before, after) in runs.items()]
+    words = []
+    base = runs.get(baseline)
+    for rtol in rtols:
+        for name, (before, after) in runs.items():
+            if name == baseline or base is None or rtol not in after or rtol not in base[1]:
+                continue
+            diff = after[rtol] - base[1][rtol]
+            more = "more" if diff > 0 else "fewer"
+            versus = "the same NFE as" if diff == 0 else f"{abs(diff)} {more} evaluations than"
+            change = after[rtol] - before.get(rtol, after[rtol])
+            direction = "up" if change > 0 else "down"
+            trained = "unchanged by training" if change == 0 else f"{direction} {abs(change)} with training"
+            words.append(f"- rtol {rtol:g}: after training, {name} needs {versus} {baseline} ({after[rtol]} against "
+                         f"{base[1][rtol]}); its NFE is {trained}.")
+    return "\n".join(lines) + ("\n\n" + "\n".join(words) if words else "")
 
 
 def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:

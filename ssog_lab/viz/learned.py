@@ -16,9 +16,11 @@ from torch import Tensor
 
 from .. import ops
 from ..layers import SSoGMixer
-from ..style import series_colour
+from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
+
+STEERED = MIXER_COLOURS["ssog-steered"]  # steering shifts are drawn in the steered mixer's colour
 
 
 def ssog_mixers(model) -> list[SSoGMixer]:
@@ -78,6 +80,79 @@ def _image_trace(image: Tensor, patch: int, **kwargs) -> go.Heatmap:
 def _slider(kind, value, low, high, description):
     return kind(value=value, min=low, max=high, description=description, continuous_update=False,
                 layout=widgets.Layout(width="250px"), style={"description_width": "70px"})
+
+
+def token_axes(figure: go.Figure, subplots: tuple[int, ...]) -> None:
+    """Integer tick labels (token row / column) on the given image subplots (1, 2, …) of `figure`."""
+    for index in subplots:
+        suffix = "" if index == 1 else str(index)
+        figure.layout["xaxis" + suffix].update(showticklabels=True, dtick=1, title_text="column c′ (tokens)")
+        figure.layout["yaxis" + suffix].update(showticklabels=True, dtick=1, title_text="row r′ (tokens)")
+
+
+def initial_twin(model, seed: int = 0):
+    """The same architecture (`model.config`) built under `torch.manual_seed(seed)` and left untrained: the
+    initialization a training run with that seed started from (the train CLI seeds before it builds)."""
+    from ..models import ViT
+
+    torch.manual_seed(seed)
+    return ViT(model.config).eval()
+
+
+def atom_change(model, initial) -> list[dict]:
+    """Per layer: how far the learned atoms moved from `initial`'s (the untrained twin), and their ranges.
+
+    Rows {layer, mu_moved_max (tokens), mu_init_max, mu_learned_max (max |μ| over both axes), sigma_init,
+    sigma_learned ((min, max) in tokens), amp_init, amp_learned ((min, max)), negative (count of α < 0)}.
+    """
+    rows = []
+    for layer in range(len(ssog_mixers(model))):
+        mu, sigma, amp = learned_atoms(model, layer)
+        mu0, sigma0, amp0 = learned_atoms(initial, layer)
+        rows.append(dict(layer=layer, mu_moved_max=float((mu - mu0).abs().max()), mu_init_max=float(mu0.abs().max()),
+                         mu_learned_max=float(mu.abs().max()),
+                         sigma_init=(float(sigma0.min()), float(sigma0.max())),
+                         sigma_learned=(float(sigma.min()), float(sigma.max())),
+                         amp_init=(float(amp0.min()), float(amp0.max())),
+                         amp_learned=(float(amp.min()), float(amp.max())),
+                         negative=int((amp < 0).sum()), total=amp.numel()))
+    return rows
+
+
+def atom_change_markdown(rows: list[dict]) -> str:
+    """The rows of `atom_change` as a markdown table (offsets and widths in tokens)."""
+    def span(pair: tuple[float, float], digits: int = 2) -> str:
+        return f"{pair[0]:.{digits}f} – {pair[1]:.{digits}f}"
+
+    lines = ["| layer | largest change of an offset μ | max abs(μ): initial → learned | σ: initial → learned | "
+             "α: initial → learned | α < 0 |", "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['layer']} | {r['mu_moved_max']:.2f} | {r['mu_init_max']:.2f} → {r['mu_learned_max']:.2f} | "
+              f"{span(r['sigma_init'])} → {span(r['sigma_learned'])} | {span(r['amp_init'], 3)} → "
+              f"{span(r['amp_learned'], 3)} | {r['negative']} of {r['total']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def atom_change_figure(model, initial) -> go.Figure:
+    """Learned against initial value of every atom parameter (all layers and heads): offsets μ, widths σ and
+    amplitudes α, one panel each, with the line y = x (an atom on it did not move)."""
+    figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
+                           subplot_titles=("offsets μ (tokens)", "widths σ (tokens)", "amplitudes α"))
+    for layer in range(len(ssog_mixers(model))):
+        learned, start = learned_atoms(model, layer), learned_atoms(initial, layer)
+        for col, (now, before) in enumerate(zip(learned, start, strict=True), start=1):
+            figure.add_trace(go.Scatter(x=as_array(before.flatten()), y=as_array(now.flatten()), mode="markers",
+                                        name=f"layer {layer}", legendgroup=str(layer), showlegend=col == 1,
+                                        marker={"color": series_colour(layer), "size": 5, "opacity": 0.7}),
+                             row=1, col=col)
+    for col in (1, 2, 3):
+        xs = [v for trace in figure.data if trace.xaxis == ("x" if col == 1 else f"x{col}") for v in trace.x]
+        low, high = float(min(xs)), float(max(xs))
+        figure.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", showlegend=col == 1,
+                                    name="y = x (unchanged)", line={"color": "grey", "dash": "dot"}), row=1, col=col)
+        figure.update_xaxes(title_text="at initialization", row=1, col=col)
+        figure.update_yaxes(title_text="after training", row=1, col=col)
+    figure.update_layout(height=380, width=1000, margin={"t": 40}, legend={"orientation": "h", "y": -0.25})
+    return figure
 
 
 def atoms_widget(model, query: tuple[int, int] | None = None) -> LiveFigure:
@@ -152,13 +227,15 @@ def steering_widget(model, images: Tensor) -> LiveFigure:
                                            "width change log₂(σ(x) / σ)"))
     figure.add_trace(_image_trace(images[0, 0], patch, zmin=float(images.min()), zmax=float(images.max()),
                                   opacity=0.55), row=1, col=1)
-    figure.add_trace(go.Scatter(mode="lines", line={"color": "#d62728", "width": 1.5}, name="shift"), row=1, col=1)
-    figure.add_trace(go.Scatter(mode="markers", marker={"color": "#d62728", "size": 5}, name="steered centre"),
+    figure.add_trace(go.Scatter(mode="lines", line={"color": STEERED, "width": 1.5}, name="shift"), row=1, col=1)
+    figure.add_trace(go.Scatter(mode="markers", marker={"color": STEERED, "size": 5}, name="steered centre"),
                      row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="RdBu_r", zmid=0.0, colorbar={"x": 1.02}), row=1, col=2)
     figure.update_xaxes(range=[-3.5, grid[1] + 2.5], row=1, col=1)
     figure.update_yaxes(range=[grid[0] + 2.5, -3.5], scaleanchor="x", row=1, col=1)
     image_axes(figure, subplots=[2])
+    token_axes(figure, (2,))
+    figure.data[3].colorbar.title = "log₂ σ(x)/σ"
     figure.update_layout(height=470, width=960, margin={"t": 40}, showlegend=False)
     cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
     rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
@@ -213,6 +290,7 @@ def receptive_field_widget(model, images: Tensor, query: tuple[int, int] | None 
     figure.update_layout(height=380, width=1050, margin={"t": 40}, showlegend=False,
                          coloraxis={"colorscale": "RdBu_r", "cmid": 0.0, "colorbar": {"title": "K"}})
     image_axes(figure)
+    token_axes(figure, (2, 3))
     n = grid[0] * grid[1]
 
     def redraw(fig: go.FigureWidget, image: int, layer: int, head: int, row: int, col: int) -> str:

@@ -19,11 +19,12 @@ from ._base import LiveFigure
 
 # The inference-scaling claims of arXiv:2611.08236 (abstract), SSoG against dense attention at 1024² and
 # matched batch size: speed = throughput ratio, memory = peak-memory ratio; "at least" claims are lower bounds.
-PAPER_CLAIMS = (
-    dict(depth="ode", resolution=1024, speed=2.54, memory=0.40,
+PAPER_CLAIMS = (  # ViT at 1024² with 16-pixel patches: 4,096 tokens
+    dict(depth="ode", resolution=1024, tokens=4096, speed=2.54, memory=0.40,
          text="ODE: up to +154% throughput, over 60% less peak memory"),
-    dict(depth="discrete", resolution=1024, speed=1.30, memory=None, text="discrete: over +30% throughput"),
-    dict(depth="looped", resolution=1024, speed=1.30, memory=None, text="looped: over +30% throughput"),
+    dict(depth="discrete", resolution=1024, tokens=4096, speed=1.30, memory=None,
+         text="discrete: over +30% throughput"),
+    dict(depth="looped", resolution=1024, tokens=4096, speed=1.30, memory=None, text="looped: over +30% throughput"),
 )
 VIEWS = {
     "throughput (images/s)": ("images_per_s", "images / s", "log"),
@@ -41,12 +42,13 @@ def _with_ratios(rows: list[dict]) -> list[dict]:
 
 
 def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PAPER_CLAIMS) -> LiveFigure:
-    """Benchmark results against resolution, one line per mixer, log-scaled resolution axis.
+    """Benchmark results against the token count N, one line per mixer, log-scaled axis (tokens, not pixels, so
+    models with different patch sizes and the paper's 1024²/16 claims sit on one comparable axis).
 
     sources: name -> bench rows (e.g. "CPU, committed", "GPU, committed", "live, this notebook"); empty
     sources are left out. Controls: the source, the depth form, the mode (infer/train) and the view —
     raw throughput or memory, or their ratios to attention. In the ratio views the paper's claims for
-    that depth form are drawn as stars (at 1024²) with a dotted line at 1 (parity with attention).
+    that depth form are drawn as stars (at 4,096 tokens) with a dotted line at 1 (parity with attention).
     """
     raw = {name: rows for name, rows in sources.items() if rows}
     sources = {name: rows for name, rows in ((n, _with_ratios(r)) for n, r in raw.items()) if rows}
@@ -69,30 +71,35 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
                                 marker={"symbol": "star", "size": 18, "color": "gold",
                                         "line": {"color": "black", "width": 1}}))
     figure.add_trace(go.Scatter(mode="lines", name="parity with attention", line={"color": "grey", "dash": "dot"}))
-    figure.update_xaxes(type="log", title_text="input resolution (pixels per side)")
+    figure.update_xaxes(type="log", title_text="tokens N (log scale; the paper's 1024² with 16-pixel patches is 4,096)")
     figure.update_layout(height=480, width=900, margin={"t": 60}, legend={"orientation": "h", "y": -0.2})
 
     def redraw(fig: go.FigureWidget, source: str, setting: str, mode: str, view: str) -> str:
         key, label, scale = VIEWS[view]
         rows = [r for r in sources[source] if depth_of(r) == setting and r["mode"] == mode]
-        resolutions = sorted({int(r["resolution"]) for r in rows})
+        resolutions = sorted({_tokens(r) for r in rows})
         for trace, mixer in zip(fig.data, MIXERS, strict=False):
-            points = sorted((int(r["resolution"]), r[key]) for r in rows
+            points = sorted((_tokens(r), r[key]) for r in rows
                             if r["mixer"] == mixer and r[key] is not None)
             trace.x, trace.y = [p[0] for p in points], [float(p[1]) for p in points]
         ratio = key.startswith(("speed_vs_", "memory_vs_"))
         wanted = "speed" if key.startswith("speed_vs_") else "memory"
         shown = [c for c in claims if ratio and depth_of(c) == setting and c.get(wanted) is not None]
-        fig.data[-2].x = [c["resolution"] for c in shown]
+        fig.data[-2].x = [c["tokens"] for c in shown]
         fig.data[-2].y = [c[wanted] for c in shown]
         fig.data[-2].text = [f"paper: {c[wanted]:.2f}×" for c in shown]
-        span = resolutions + [c["resolution"] for c in shown]
+        span = resolutions + [c["tokens"] for c in shown]
         fig.data[-1].x, fig.data[-1].y = ([min(span), max(span)], [1.0, 1.0]) if ratio and span else ([], [])
         fig.layout.yaxis.type, fig.layout.yaxis.title = scale, label
         fig.layout.title = f"{source}: {setting} depth, {mode}, {view}"
         return claim_summary(raw[source], setting, mode, claims)
 
     return LiveFigure(figure, controls, redraw)
+
+
+def _tokens(row: dict) -> int:
+    """A row's token count: its `tokens` column (every bench.csv has it), else (resolution / 16)²."""
+    return int(row.get("tokens") or (int(row["resolution"]) // 16) ** 2)
 
 
 def claim_summary(rows: list[dict], depth: str, mode: str = "infer",

@@ -159,8 +159,8 @@ def prediction_widget(models: dict[str, nn.Module], dataset, index: int = 0) -> 
                 probabilities = model(image[None].to(next(model.parameters()).dtype)).softmax(-1)[0]  # (classes,)
             fig.data[1 + m].y = as_array(probabilities)
             guess = int(probabilities.argmax())
-            mark = "✅" if guess == int(label) else "❌"
-            verdicts.append(f"{name}: {classes[guess]} ({100 * probabilities[guess]:.0f}%) {mark}")
+            mark = "right" if guess == int(label) else "wrong"
+            verdicts.append(f"{name}: {classes[guess]} ({100 * probabilities[guess]:.0f}%, {mark})")
         return f"image {index}, true label <b>{classes[int(label)]}</b> · " + " · ".join(verdicts)
 
     return LiveFigure(figure, controls, redraw)
@@ -174,63 +174,71 @@ def read_results(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def results_widget(records: list[dict], metrics: tuple[str, ...] = ("test_accuracy", "train_seconds",
-                                                                     "parameters")) -> LiveFigure:
-    """Stored training results as grouped bars: depth on the x axis, one bar per mixer, mean ± spread over seeds.
+def results_widget(results: list[dict]) -> LiveFigure:
+    """Stored accuracy results as bars: one bar per configuration, mean ± sample std (n − 1) over its seeds.
 
-    records: rows with preset, depth, mixer, seed and the metrics (as `read_results` gives them). Rows
-    whose `name` has a prefix ("main/…", "heads/…") form groups that a dropdown selects. The readout lists
-    the numbers and how many seeds each bar averages.
+    results: configuration rows of `viz.claims.accuracy_results` ({source, group, depth, mixer, label,
+    values, current, …}); each row is one configuration, so runs of different configurations are never
+    averaged together. A dropdown picks one table (file · group); bars are labelled with n, the number of
+    seeds, and a table measured before the current code says so in its title and readout.
     """
-    if not records:
-        raise ValueError("records must hold at least one result row")
-    groups = sorted({_group(r) for r in records})
-    metrics = tuple(m for m in metrics if any(r.get(m) is not None for r in records))
-    controls = {
-        "group": widgets.Dropdown(options=groups, value="main" if "main" in groups else groups[0],
-                                  description="runs"),
-        "metric": widgets.Dropdown(options=list(metrics), value=metrics[0], description="metric"),
-    }
-    mixers = list(dict.fromkeys(r["mixer"] for r in records))
+    if not results:
+        raise ValueError("results must hold at least one configuration row (viz.claims.accuracy_results)")
+    tables = list(dict.fromkeys(_table(r) for r in results))
+    controls = {"table": widgets.Dropdown(options=tables, value=tables[-1], description="results",
+                                          layout=widgets.Layout(width="520px"))}
+    mixers = list(dict.fromkeys(r["mixer"] for r in results))
     figure = go.Figure([go.Bar(name=mixer, marker_color=_colour(mixer, i), textposition="outside")
                         for i, mixer in enumerate(mixers)])
-    figure.update_layout(barmode="group", height=430, width=860, margin={"t": 50}, xaxis_title="depth")
+    figure.update_layout(barmode="group", height=440, width=900, margin={"t": 60}, xaxis_title="configuration",
+                         yaxis_title="test accuracy (%)")
 
-    def redraw(fig: go.FigureWidget, group: str, metric: str) -> str:
-        rows = [r for r in records if _group(r) == group and r.get(metric) is not None]
-        depths = list(dict.fromkeys(r["depth"] for r in rows))
+    def redraw(fig: go.FigureWidget, table: str) -> str:
+        rows = [r for r in results if _table(r) == table]
+        slots = list(dict.fromkeys(_slot(r) for r in rows))
         lines = []
         for trace, mixer in zip(fig.data, mixers, strict=True):
-            means, spreads = [], []
-            for depth in depths:
-                values = [float(r[metric]) for r in rows if r["mixer"] == mixer and r["depth"] == depth]
-                means.append(float(np.mean(values)) if values else None)
-                spreads.append(float(np.std(values)) if len(values) > 1 else 0.0)
-                if values:
-                    lines.append(f"{depth}/{mixer}: {_fmt(metric, means[-1])}"
-                                 + (f" ± {_fmt(metric, spreads[-1])}" if len(values) > 1 else "")
-                                 + f" ({len(values)} seed{'s' if len(values) > 1 else ''})")
-            scale = 100.0 if metric.endswith("accuracy") else 1.0
-            trace.x = depths
-            trace.y = [None if m is None else scale * m for m in means]
-            trace.error_y = {"type": "data", "array": [scale * s for s in spreads], "visible": True}
-            trace.text = ["" if m is None else _fmt(metric, m) for m in means]
-        fig.layout.yaxis.title = f"{metric} (%)" if metric.endswith("accuracy") else metric
-        fig.layout.title = f"stored results, runs '{group}': {metric}, mean ± std over seeds"
-        return "<br>".join(lines)
+            cells = {_slot(r): r for r in rows if r["mixer"] == mixer}
+            stats = {slot: _mean_std(cells[slot]["values"]) for slot in cells}
+            trace.x = slots
+            trace.y = [100 * stats[s][0] if s in stats else None for s in slots]
+            trace.error_y = {"type": "data", "visible": True,
+                             "array": [100 * stats[s][1] if s in stats and math.isfinite(stats[s][1]) else 0.0
+                                       for s in slots]}
+            trace.text = [f"{100 * stats[s][0]:.1f} (n={len(cells[s]['values'])})" if s in stats else ""
+                          for s in slots]
+            for slot in slots:
+                if slot in stats:
+                    mean, std = stats[slot]
+                    spread = f" ± {100 * std:.2f}" if math.isfinite(std) else ""
+                    lines.append(f"{slot} / {mixer}: {100 * mean:.2f}{spread}% (n = {len(cells[slot]['values'])})")
+        current = all(r["current"] for r in rows)
+        state = "" if current else " — SUPERSEDED: measured before the current code"
+        fig.layout.title = f"{table}: test accuracy, mean ± sample std over seeds{state}"
+        head = "" if current else ("<b>Not measured at the current code</b>: this table was made with models the "
+                                   "code no longer builds (a parameter count differs). Read it as history.<br>")
+        return head + "<br>".join(lines)
 
     return LiveFigure(figure, controls, redraw)
+
+
+def _table(row: dict) -> str:
+    return f"{row['source']} · {row['group']}" + ("" if row["current"] else " (superseded)")
+
+
+def _slot(row: dict) -> str:
+    return row["depth"] + (f" · {row['label']}" if row.get("label") else "")
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n − 1, as the results files); NaN std for a single value."""
+    mean = float(np.mean(values))
+    return mean, float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
 
 
 def _group(record: dict) -> str:
     name = record.get("name", "")
     return name.split("/")[0] if "/" in name else "all"
-
-
-def _fmt(metric: str, value: float) -> str:
-    if metric.endswith("accuracy"):
-        return f"{100 * value:.1f}%"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
 
 
 def result_mean(records: list[dict], depth: str, mixer: str, metric: str = "test_accuracy",

@@ -1,3 +1,63 @@
 """Exercises of notebook 08 (registered with `@exercise`; see the package docstring)."""
 
-from . import exercise  # noqa: F401
+from __future__ import annotations
+
+from . import close, exercise, same_set
+
+
+@exercise("08.tokens", judge=close(0.0), wrong=64,
+          hint="a 1024-pixel side holds 1024 / 16 patches; the grid is square.",
+          explain="64 × 64 = 4,096 tokens, the token count of the paper's 1024² claims.")
+def tokens() -> int:
+    return (1024 // 16) ** 2
+
+
+def _mixing_ratio(resolution: int, patch: int = 16, atoms: int = 4) -> float:
+    n = (resolution // patch) ** 2
+    return (2 * n ** 2) / (2 * atoms * n ** 1.5)
+
+
+@exercise("08.gap_growth", judge=close(0.01), wrong=4.0,
+          hint="attention mixes in N² and SSoG in M·N^1.5, so their ratio is √N / M; how does √N change when the "
+               "side doubles?",
+          explain="the ratio is √N / M = (R / p) / M: linear in the resolution R.")
+def gap_growth() -> float:
+    return _mixing_ratio(1024) / _mixing_ratio(512)
+
+
+@exercise("08.ode_ratio", judge=close(0.01), wrong=12.0,
+          hint="both models are solved with the same fixed grid, so both pay the same NFE; write each solve's "
+               "time as NFE × (time of one evaluation) and divide.",
+          explain="the NFE cancels: a fixed-grid ODE model is exactly as much faster as one evaluation of f is.")
+def ode_ratio() -> float:
+    nfe, sdpa_ms, ssog_ms = 12, 3.0, 1.0  # RK4 with 3 steps; one evaluation 3× faster with SSoG
+    return (nfe * sdpa_ms) / (nfe * ssog_ms)
+
+
+@exercise("08.memory_baseline", judge=same_set, wrong={"a", "b"},
+          hint="the ledger has one peak-memory row per baseline for fixed SSoG in the ODE form; read its verdicts.",
+          explain="the '>60% less memory' claim holds against the math kernel that stores the N×N scores; the fused "
+                  "kernel holds no N×N matrix either.")
+def memory_baseline() -> set[str]:
+    from ..claims import claims_ledger
+
+    letters = {"sdpa-math": "a", "sdpa (PyTorch": "b"}
+    met = set()
+    for row in claims_ledger():
+        if row["variant"] == "fixed" and row["claim"].startswith("ode: peak memory") and row["verdict"] == "met":
+            met |= {letter for key, letter in letters.items() if key in row["claim"]}
+    return met
+
+
+@exercise("08.small_grid", judge=close(0.02), wrong=3.39,
+          hint="filter bench.ratio_table(rows) of the stored CPU run on depth 'discrete', mixer 'ssog' and the "
+               "smallest resolution (224²).",
+          explain="at 196 tokens the N² term is small next to the projections: SSoG's advantage needs many tokens.")
+def small_grid() -> float:
+    from ... import bench
+    from ..claims import RESULTS_DIR
+
+    rows = bench.load_csv(RESULTS_DIR / "scaling_cpu" / "bench.csv")
+    return next(r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
+                if r["depth"] == "discrete" and r["mixer"] == "ssog" and r["resolution"] == 224)
+

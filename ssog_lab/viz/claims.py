@@ -1,0 +1,370 @@
+"""The paper's claims beside this suite's measurements, read from the committed results (notebooks 06, 08, README).
+
+Every row of `claims_ledger()` names a claim of arXiv:2611.08236, the SSoG variant it concerns (fixed or
+steered), what the committed files under docs/results/ measure for it, a verdict — "met", "missed" or
+"not measured" — and the file the number comes from. Nothing is typed in: re-measure, commit the files,
+and the ledger (and every notebook that shows it) follows.
+
+A stored measurement counts only if it was made at the current code. Parameter counts are deterministic, so
+a stored row whose parameter count differs from what `models.build_model` builds today for the same
+configuration was measured on an older model (e.g. before a default changed) and is reported as such,
+never as current.
+
+Accuracy results are read from two formats:
+- `accuracy*.jsonl`: one record per training run (the train CLI's summary with its `command`);
+- `accuracy_*.md`: the sweep's tables with columns depth, mixer, test accuracy, n and "per seed".
+Both become configuration rows (`accuracy_results`): one row per distinct configuration, its per-seed
+accuracies kept apart from every other configuration's.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import shlex
+import statistics
+from pathlib import Path
+
+import torch
+
+from .. import bench, models
+from ..bench.config import depth_of
+from .scaling import PAPER_CLAIMS
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
+VERDICTS = ("met", "missed", "not measured")
+NOT_CURRENT = "not measured at the current code"
+# Channels and classes of the data sets the train CLI knows, to rebuild a stored run's model.
+_DATASETS = {"mnist5k": (1, 10), "fashion-mnist": (1, 10), "cifar100": (3, 100)}
+# The paper's accuracy claims: top-1 points over matched dense attention, CIFAR-100 at 224².
+ACCURACY_CLAIMS = (
+    dict(depths=("discrete", "ode"), low=2.2, high=4.1, text="CIFAR-100: +2.2–4.1 top-1 over dense attention "
+                                                             "(discrete and ODE)"),
+    dict(depths=("looped",), low=5.4, high=8.1, text="CIFAR-100: +5.4–8.1 top-1 over dense attention (looped)"),
+)
+PARAMETER_CLAIM = dict(low=8.8, high=16.6, text="8.8–16.6% fewer parameters than the matched ViT")
+VARIANTS = {"ssog": "fixed", "ssog-steered": "steered"}
+
+
+# --------------------------------------------------------------------------- reading the committed files
+
+
+def markdown_tables(text: str) -> list[tuple[str, list[dict]]]:
+    """Every pipe table of a markdown text as (the heading above it, rows as {column: cell text})."""
+    tables, heading, lines = [], "", text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|[\s:|-]+\|$", lines[i + 1].strip()):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                rows.append(dict(zip(header, cells, strict=False)))
+                i += 1
+            tables.append((heading, rows))
+            continue
+        i += 1
+    return tables
+
+
+@functools.cache
+def current_parameters(preset: str, depth: str, mixer: str, overrides: tuple = ()) -> int:
+    """The parameter count `models.build_model(preset, depth, mixer, **overrides)` gives today (meta device)."""
+    with torch.device("meta"):
+        return models.count_parameters(models.build_model(preset, depth=depth, mixer=mixer, **dict(overrides)))
+
+
+def _number(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def command_config(command: str) -> tuple[str, str, str, tuple] | None:
+    """(preset, depth, mixer, overrides) of a `python -m ssog_lab train` command line; None if it has none."""
+    args = shlex.split(command)
+    if "train" not in args:
+        return None
+    flags = {"--preset": "nano", "--depth": "discrete", "--mixer": "sdpa", "--dataset": "mnist5k"}
+    overrides = {}
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in flags:
+            flags[flag] = value
+        elif flag == "--set" and "=" in value:
+            key, text = value.split("=", 1)
+            overrides[key] = _number(text)
+    chans, classes = _DATASETS.get(flags["--dataset"], (None, None))
+    overrides.setdefault("in_chans", chans)
+    overrides.setdefault("num_classes", classes)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return flags["--preset"], flags["--depth"], flags["--mixer"], tuple(sorted(overrides.items()))
+
+
+def _config_key(command: str) -> str:
+    """A run's configuration: its command without the seed, the run folder and logging flags."""
+    args, kept, skip = shlex.split(command), [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--seed", "--out", "--log-every", "--export"):
+            skip = True
+        elif arg not in ("--no-progress",):
+            kept.append(arg)
+    return " ".join(kept)
+
+
+def _is_current(record: dict) -> bool:
+    """Whether a stored run's parameter count is what today's code builds for its command."""
+    config = command_config(record.get("command", ""))
+    if config is None or record.get("parameters") is None:
+        return False
+    try:
+        return current_parameters(*config) == int(record["parameters"])
+    except (ValueError, TypeError):  # a command naming something today's code does not build
+        return False
+
+
+def _jsonl_results(path: Path) -> list[dict]:
+    import json
+
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    current = all(_is_current(r) for r in records)  # one sweep, one code version: stale if any row is
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        if record.get("test_accuracy") is not None:
+            groups.setdefault(_config_key(record.get("command", record.get("name", ""))), []).append(record)
+    rows = []
+    for members in groups.values():
+        first = members[0]
+        name = first.get("name", "")
+        parts = name.split("/")
+        label = "/".join(p for p in parts[1:-1] if p not in (first["depth"], first["mixer"])) if "/" in name else ""
+        rows.append(dict(source=path.name, group=parts[0] if "/" in name else "all", depth=first["depth"],
+                         mixer=first["mixer"], label=label, dataset=first.get("dataset", "?"),
+                         values=[float(r["test_accuracy"]) for r in members], parameters=first.get("parameters"),
+                         current=current))
+    return rows
+
+
+def _md_results(path: Path) -> list[dict]:
+    rows = []
+    for heading, table in markdown_tables(path.read_text()):
+        for cells in table:
+            per_seed = cells.get("per seed")
+            if not (per_seed and "depth" in cells and "mixer" in cells):
+                continue
+            values = [float(v) / 100 for v in re.findall(r"-?\d+(?:\.\d+)?", per_seed)]
+            parameters = re.sub(r"[^\d]", "", cells.get("parameters", "")) or None
+            rows.append(dict(source=path.name, group=heading, depth=cells["depth"], mixer=cells["mixer"], label="",
+                             dataset="fashion-mnist" if "fashion" in path.name else "?", values=values,
+                             parameters=int(parameters) if parameters else None, current=True,
+                             nfe={k: v for k, v in cells.items() if "NFE" in k and v not in ("", "—", "–")}))
+    return rows
+
+
+def accuracy_results(results_dir: str | Path = RESULTS_DIR) -> list[dict]:
+    """Configuration rows of every stored accuracy result: {source, group, depth, mixer, label, dataset,
+    values (per-seed test accuracies, fractions), parameters, current (made at today's code)}.
+
+    `docs/results/accuracy*.jsonl` (one record per run) and `accuracy_*.md` (the sweep's tables) are read;
+    the old `accuracy.md` is the report of `accuracy.jsonl` and is not read twice.
+    """
+    results_dir = Path(results_dir)
+    rows = []
+    for path in sorted(results_dir.glob("accuracy*.jsonl")):
+        rows += _jsonl_results(path)
+    for path in sorted(results_dir.glob("accuracy_*.md")):
+        rows += _md_results(path)
+    return rows
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n − 1), as the results files use; std NaN for one value."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
+
+
+def _bench_rows(results_dir: Path) -> list[tuple[str, list[dict]]]:
+    files = sorted(results_dir.glob("gpu/**/bench.csv")) + sorted(results_dir.glob("scaling_*/bench.csv"))
+    return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
+
+
+def _bench_current(row: dict) -> bool:
+    """Whether a stored benchmark row's model has the parameter count today's code builds (default classes)."""
+    try:
+        return int(row["params"]) in {current_parameters(p, depth_of(row), row["mixer"]) for p in models.PRESETS}
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def _row(claim: str, variant: str, measured: str, verdict: str, source: str) -> dict:
+    return dict(claim=claim, variant=variant, measured=measured, verdict=verdict, source=source)
+
+
+def _parameter_rows(results_dir: Path) -> list[dict]:
+    table = models.parameter_table(("tiny", "small", "base"), mixers=("sdpa", "ssog", "ssog-steered"))
+    stored = {}
+    params_md = results_dir / "params.md"
+    if params_md.is_file():
+        first = next((rows for _, rows in markdown_tables(params_md.read_text()) if rows and "parameters" in rows[0]),
+                     [])
+        stored = {(r["preset"], r["mixer"]): int(r["parameters"].replace(",", "")) for r in first}
+    rows = []
+    for mixer, variant in VARIANTS.items():
+        mine = [r for r in table if r["mixer"] == mixer]
+        low, high = (100 * min(r["saving_vs_sdpa"] for r in mine), 100 * max(r["saving_vs_sdpa"] for r in mine))
+        agrees = stored and all(stored.get((r["preset"], mixer)) == r["params"] for r in mine)
+        source = "docs/results/params.md" if agrees else \
+            "models.parameter_table, computed now (docs/results/params.md predates the current defaults)"
+        verdict = "met" if PARAMETER_CLAIM["low"] - 0.05 <= low and high <= PARAMETER_CLAIM["high"] + 0.05 \
+            else "missed"
+        rows.append(_row(PARAMETER_CLAIM["text"], variant, f"{low:.1f}–{high:.1f}% fewer (ViT-Tiny/Small/Base, "
+                         "100 classes)", verdict, source))
+    return rows
+
+
+def _accuracy_rows(results_dir: Path) -> list[dict]:
+    results = accuracy_results(results_dir)
+    current = [r for r in results if r["current"]]
+    stale = sorted({r["source"] for r in results if not r["current"]})
+    note = f" (the stored {', '.join(stale)} trained models today's code no longer builds)" if stale else ""
+    groups = list(dict.fromkeys((r["source"], r["group"]) for r in current))
+    rows = []
+    for claim in ACCURACY_CLAIMS:
+        for mixer, variant in VARIANTS.items():
+            if not groups:
+                rows.append(_row(claim["text"], variant, NOT_CURRENT + note, "not measured", "docs/results/"
+                                 "accuracy*"))
+                continue
+            source, group = groups[0]  # the first table of the newest sweep: its main setting
+            table = {(r["depth"], r["mixer"]): r for r in current if (r["source"], r["group"]) == (source, group)
+                     and not r["label"]}
+            gaps = []
+            for depth in claim["depths"]:
+                mine, base = table.get((depth, mixer)), table.get((depth, "sdpa"))
+                if mine and base:
+                    (m1, s1), (m0, s0) = mean_std(mine["values"]), mean_std(base["values"])
+                    spread = math.sqrt(sum(s ** 2 / len(v) for s, v in ((s1, mine["values"]), (s0, base["values"]))
+                                           if math.isfinite(s)))
+                    gaps.append((depth, 100 * (m1 - m0), 100 * spread, len(mine["values"]), mine["dataset"]))
+            if not gaps:
+                rows.append(_row(claim["text"], variant, "not in the stored results", "not measured",
+                                 f"docs/results/{source}"))
+                continue
+            measured = "; ".join(f"{d}: {g:+.1f} ± {s:.1f} points (n = {n}, {ds})" for d, g, s, n, ds in gaps)
+            verdict = "met" if all(g >= claim["low"] for _, g, _, _, _ in gaps) else "missed"
+            rows.append(_row(claim["text"], variant, measured + f" — {group}", verdict, f"docs/results/{source}"))
+    return rows
+
+
+def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
+    files = _bench_rows(results_dir)
+    rows = []
+    for claim in PAPER_CLAIMS:
+        depth = depth_of(claim)
+        measures = [("speed", "speed_vs_fastest_sdpa", "the fastest SDPA")]
+        if claim.get("memory") is not None:
+            measures += [("memory", "memory_vs_sdpa_math", "sdpa-math (stores the N×N scores)"),
+                         ("memory", "memory_vs_sdpa", "sdpa (PyTorch's fused kernel)")]
+        for wanted, key, baseline in measures:
+            target = claim[wanted]
+            text = (f"{depth}: throughput ≥ {target:.2f}× dense attention at 1024² (4,096 tokens)" if wanted == "speed"
+                    else f"{depth}: peak memory ≤ {target:.2f}× dense attention at 1024², vs {baseline}")
+            for mixer, variant in VARIANTS.items():
+                found = None
+                for source, stored in files:
+                    ok = {id(r) for r in stored if r.get("status") == "ok"}
+                    for row, ratio in zip(stored, bench.ratio_table(stored), strict=True):
+                        if id(row) in ok and ratio["mixer"] == mixer and ratio["depth"] == depth and \
+                                ratio["mode"] == "infer" and int(row.get("tokens") or 0) == tokens and \
+                                ratio[key] is not None:
+                            found = found or (source, row, ratio[key])
+                if found is None:
+                    rows.append(_row(text, variant, "no stored measurement at 4,096 tokens", "not measured",
+                                     "docs/results/scaling_*, gpu/"))
+                    continue
+                source, row, value = found
+                measured = f"{value:.2f}× on {row.get('cpu_model') or row.get('device', '?')}"
+                if not _bench_current(row):
+                    rows.append(_row(text, variant, f"{NOT_CURRENT} (stored {measured}, a model of "
+                                     f"{int(row['params']):,} parameters that today's code no longer builds)",
+                                     "not measured", source))
+                    continue
+                good = value >= target if wanted == "speed" else value <= target
+                rows.append(_row(text, variant, measured, "met" if good else "missed", source))
+    return rows
+
+
+def _nfe_rows(results_dir: Path) -> list[dict]:
+    text = "bounded Lipschitz constant: stable adaptive solves, fewer function evaluations (ODE)"
+    found = [r for r in accuracy_results(results_dir) if r["current"] and r.get("nfe")]
+    rows = []
+    for mixer, variant in VARIANTS.items():
+        mine = [r for r in found if r["mixer"] == mixer and r["depth"] == "ode"]
+        base = [r for r in found if r["mixer"] == "sdpa" and r["depth"] == "ode"]
+        if mine and base:
+            nfe, base_nfe = mine[0]["nfe"], base[0]["nfe"]
+            measured = "; ".join(f"{k}: {nfe[k]} vs sdpa {base_nfe.get(k, '?')}" for k in nfe)
+            fewer = all(_first_number(nfe[k]) < _first_number(base_nfe.get(k, "inf")) for k in nfe)
+            rows.append(_row(text, variant, measured, "met" if fewer else "missed",
+                             f"docs/results/{mine[0]['source']}"))
+        else:
+            rows.append(_row(text, variant, NOT_CURRENT + " (notebook 06 measures it live on a short run)",
+                             "not measured", "docs/results/accuracy*"))
+    return rows
+
+
+def _first_number(text: str) -> float:
+    match = re.search(r"-?\d+(?:\.\d+)?", str(text))
+    return float(match.group()) if match else math.inf
+
+
+def claims_ledger(results_dir: str | Path = RESULTS_DIR) -> list[dict]:
+    """Rows {claim, variant, measured, verdict, source}: every claim of arXiv:2611.08236 (parameters,
+    accuracy, looped accuracy, throughput, memory against both SDPA baselines, NFE) for fixed and for
+    steered SSoG, with this suite's committed measurement and a verdict in `VERDICTS`."""
+    results_dir = Path(results_dir)
+    return (_parameter_rows(results_dir) + _accuracy_rows(results_dir) + _speed_rows(results_dir)
+            + _nfe_rows(results_dir))
+
+
+def variant_summary(ledger: list[dict]) -> str:
+    """Markdown: which SSoG variant has the guarantee, which the speed, which the accuracy (from the ledger)."""
+    def holders(word: str) -> str:
+        met = sorted({r["variant"] for r in ledger if word in r["claim"] and r["verdict"] == "met"})
+        measured = any(word in r["claim"] and r["verdict"] != "not measured" for r in ledger)
+        if met:
+            return " and ".join(f"**{v}** SSoG" for v in met)
+        return "no SSoG variant (measured, and missed)" if measured else f"not established ({NOT_CURRENT})"
+
+    accurate = {r["variant"] for r in ledger if "top-1" in r["claim"] and r["verdict"] == "met"}
+    if not accurate:
+        differ = "the accuracy side is open, so no variant is yet shown to have all three"
+    elif "fixed" in accurate:
+        differ = "fixed SSoG carries the guarantee and a met accuracy claim"
+    else:
+        differ = "the accurate variant (steered) is not the one with the guarantee (fixed)"
+    return ("- **Guarantee**: **fixed** SSoG. Its mixer is linear in the values, with a closed-form, "
+            "data-independent Lipschitz bound (docs/DESIGN.md §2). Steered SSoG is nonlinear and has no such bound.\n"
+            f"- **Speed** (throughput at 4,096 tokens): {holders('throughput')}.\n"
+            f"- **Accuracy** (top-1 over dense attention): {holders('top-1')}.\n"
+            f"- **Where they differ**: {differ}.")
+
+
+def claims_ledger_markdown(results_dir: str | Path = RESULTS_DIR) -> str:
+    """The ledger as a markdown table (for the README and the notebooks), then the variant summary."""
+    ledger = claims_ledger(results_dir)
+    lines = ["| paper claim (arXiv:2611.08236) | SSoG variant | this suite measures | verdict | from |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['claim']} | {r['variant']} | {r['measured']} | **{r['verdict']}** | `{r['source']}` |"
+              for r in ledger]
+    return "\n".join(lines) + "\n\n" + variant_summary(ledger)

@@ -1,0 +1,67 @@
+"""Notebooks 05–08 as a course: every check cell is one `viz.check` call on a registered exercise of its own
+notebook, followed by a folded solution; every registered exercise of 05–08 is used; nothing is committed executed."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ssog_lab.viz import exercises
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[5-8]_*.ipynb"))
+
+
+def cells(path):
+    return [(c["cell_type"], "".join(c["source"]), c) for c in json.loads(path.read_text())["cells"]]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_check_cells_are_one_call_followed_by_a_folded_solution(path):
+    number = path.name[:2]
+    found = cells(path)
+    keys = []
+    for i, (kind, text, _) in enumerate(found):
+        if kind != "code" or "viz.check(" not in text:
+            continue
+        call = ast.parse(text).body
+        assert len(call) == 1 and isinstance(call[0], ast.Expr), f"check cell {i} holds more than the call: {text!r}"
+        key = call[0].value.args[0].value
+        assert key.startswith(f"{number}.") and key in exercises.EXERCISES, key
+        keys.append(key)
+        following = found[i + 1]
+        assert following[0] == "markdown" and following[1].startswith("<details><summary>Solution</summary>"), i
+    registered = {k for k in exercises.EXERCISES if k.startswith(f"{number}.")}
+    assert sorted(keys) == sorted(registered)  # every exercise is asked, none twice
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
+    found = cells(path)
+    for kind, _, cell in found:
+        if kind == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    first = found[0][1]
+    assert "**Recap.**" in first and "**Learning goals**" in first and "**Running time**" in first
+    assert "## References" in found[-1][1] and "arXiv:2611.08236" in found[-1][1]
+    text = "\n".join(t for _, t, _ in found)
+    assert "✅" not in text and "❌" not in text
+    assert not re.search(r"\b24 (steered )?heads\b", text)  # steered SSoG's default head count changed
+
+
+def test_the_implementation_solutions_of_05_are_accepted_and_their_slips_rejected():
+    """The folded ```python solutions of 05 set answer_4 / answer_5; the check accepts them, and rejects a step
+    that forgets h or takes a full step where half a step belongs."""
+    from ssog_lab import viz
+
+    namespace = {}
+    path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
+    for kind, text, _ in cells(path):
+        if kind == "markdown" and "<summary>Solution</summary>" in text:
+            for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+                exec(block, namespace)  # noqa: S102 — the notebook's own solution code
+    assert viz.check("05.euler_step", namespace["answer_4"]).status == "correct"
+    assert viz.check("05.rk4_step", namespace["answer_5"]).status == "correct"
+    assert viz.check("05.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
+    assert viz.check("05.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template

@@ -1,0 +1,129 @@
+"""The claims ledger and the accuracy results it reads: verdicts follow the files, stale measurements are
+never reported as current, configurations are never pooled."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from ssog_lab import models, viz
+from ssog_lab.viz import claims
+
+
+def params(preset, depth, mixer, **overrides):
+    with torch.device("meta"):
+        return models.count_parameters(models.build_model(preset, depth=depth, mixer=mixer, **overrides))
+
+
+def run_record(depth, mixer, seed, accuracy, parameters=None, extra=""):
+    command = (f"python -m ssog_lab train --preset nano --depth {depth} --mixer {mixer} --set image_size=16 {extra}"
+               f"--epochs 3 --seed {seed} --out runs/x/{depth}/{mixer}/s{seed} --no-progress")
+    current = params("nano", depth, mixer, image_size=16, in_chans=1, num_classes=10)
+    return dict(name=f"main/{depth}/{mixer}/s{seed}", preset="nano", depth=depth, mixer=mixer, dataset="mnist5k",
+                seed=seed, parameters=current if parameters is None else parameters, test_accuracy=accuracy,
+                command=command)
+
+
+def write_jsonl(path, records):
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+
+
+def test_command_config_rebuilds_the_model_of_a_stored_run():
+    config = claims.command_config("python -m ssog_lab train --preset nano --mixer ssog --set ssog_heads=16 "
+                                   "--set image_size=28 --dataset fashion-mnist --seed 3")
+    assert config == ("nano", "discrete", "ssog", (("image_size", 28), ("in_chans", 1), ("num_classes", 10),
+                                                   ("ssog_heads", 16)))
+    assert claims.current_parameters(*config) == params("nano", "discrete", "ssog", ssog_heads=16, image_size=28,
+                                                        in_chans=1, num_classes=10)
+    assert claims.command_config("python -m ssog_lab bench --preset tiny") is None
+
+
+def test_accuracy_results_group_by_configuration_and_flag_stale_files(tmp_path):
+    current = [run_record("discrete", m, s, a) for m, s, a in [("sdpa", 0, 0.8), ("sdpa", 1, 0.9), ("ssog", 0, 0.7)]]
+    current.append(run_record("discrete", "ssog", 0, 0.5, extra="--set ssog_heads=2 ") | {"name": "probe/h2/s0"})
+    current[-1]["parameters"] = params("nano", "discrete", "ssog", ssog_heads=2, image_size=16, in_chans=1,
+                                       num_classes=10)
+    write_jsonl(tmp_path / "accuracy.jsonl", current)
+    rows = viz.accuracy_results(tmp_path)
+    assert all(r["current"] for r in rows) and len(rows) == 3  # the 2-head probe is its own configuration
+    sdpa = next(r for r in rows if r["mixer"] == "sdpa")
+    assert sdpa["values"] == [0.8, 0.9]
+    write_jsonl(tmp_path / "accuracy.jsonl", current[:2] + [run_record("discrete", "ssog", 0, 0.7, parameters=1)])
+    assert not any(r["current"] for r in viz.accuracy_results(tmp_path))  # one stale row: the whole sweep is old
+
+
+FASHION = """# Fashion-MNIST accuracy
+
+## 28², patch 4 (7×7 tokens)
+
+| depth | mixer | test accuracy % (mean ± sample std) | Δ vs SDPA (points) | n | per seed | parameters |
+|---|---|---|---|---|---|---|
+| discrete | sdpa | 88.00 ± 1.00 | — | 3 | 87.0, 88.0, 89.0 | 200,000 |
+| discrete | ssog | 91.00 ± 1.00 | +3.00 ± 0.82 | 3 | 90.0, 91.0, 92.0 | 170,000 |
+| discrete | ssog-steered | 89.00 ± 1.00 | +1.00 ± 0.82 | 3 | 88.0, 89.0, 90.0 | 180,000 |
+| ode | sdpa | 80.00 ± 1.00 | — | 3 | 79.0, 80.0, 81.0 | 60,000 |
+| ode | ssog | 83.00 ± 1.00 | +3.00 ± 0.82 | 3 | 82.0, 83.0, 84.0 | 50,000 |
+| ode | ssog-steered | 84.00 ± 1.00 | +4.00 ± 0.82 | 3 | 83.0, 84.0, 85.0 | 55,000 |
+"""
+
+
+def test_ledger_reads_the_sweep_tables_and_gives_verdicts(tmp_path):
+    ledger = viz.claims_ledger(tmp_path)  # nothing stored: every measured claim says so
+    assert {r["verdict"] for r in ledger if "top-1" in r["claim"]} == {"not measured"}
+    assert all(r["verdict"] in claims.VERDICTS for r in ledger)
+    assert {r["variant"] for r in ledger} == {"fixed", "steered"}
+    parameters = [r for r in ledger if "parameters" in r["claim"]]
+    assert [r["verdict"] for r in parameters] == ["met", "met"]  # computed from today's code
+    (tmp_path / "accuracy_fashion.md").write_text(FASHION)
+    ledger = viz.claims_ledger(tmp_path)
+    top1 = {r["variant"]: r for r in ledger if r["claim"].startswith("CIFAR-100: +2.2")}
+    assert top1["fixed"]["verdict"] == "met" and top1["steered"]["verdict"] == "missed"  # +1.0 discrete < 2.2
+    assert "discrete: +3.0 ± 0.8 points (n = 3, fashion-mnist)" in top1["fixed"]["measured"]
+    assert top1["fixed"]["source"] == "docs/results/accuracy_fashion.md"
+    looped = [r for r in ledger if "looped" in r["claim"] and "top-1" in r["claim"]]
+    assert {r["verdict"] for r in looped} == {"not measured"}  # the table has no looped rows
+    text = viz.variant_summary(ledger)
+    assert "**Accuracy** (top-1 over dense attention): **fixed** SSoG" in text
+
+
+def bench_csv(path, ssog_params):
+    header = "depth,mixer,mode,resolution,tokens,params,images_per_s,peak_mb,status,device"
+    lines = [header]
+    for mixer, speed, memory, n in (("sdpa", 1.0, 100.0, params("tiny", "ode", "sdpa")),
+                                    ("sdpa-math", 0.5, 500.0, params("tiny", "ode", "sdpa-math")),
+                                    ("ssog", 3.0, 150.0, ssog_params)):
+        lines.append(f"ode,{mixer},infer,1024,4096,{n},{speed},{memory},ok,cpu")
+    path.mkdir(parents=True)
+    (path / "bench.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_ledger_names_the_memory_baseline_and_refuses_stale_benchmarks(tmp_path):
+    bench_csv(tmp_path / "scaling_cpu", params("tiny", "ode", "ssog"))
+    rows = {(r["claim"], r["variant"]): r for r in viz.claims_ledger(tmp_path)}
+    speed = rows[("ode: throughput ≥ 2.54× dense attention at 1024² (4,096 tokens)", "fixed")]
+    assert speed["verdict"] == "met" and speed["measured"].startswith("3.00×")
+    math_row = next(r for (c, v), r in rows.items() if v == "fixed" and "vs sdpa-math" in c)
+    fused_row = next(r for (c, v), r in rows.items() if v == "fixed" and "vs sdpa (" in c)
+    assert math_row["verdict"] == "met" and math_row["measured"].startswith("0.30×")
+    assert fused_row["verdict"] == "missed" and fused_row["measured"].startswith("1.50×")
+    assert rows[("ode: throughput ≥ 2.54× dense attention at 1024² (4,096 tokens)", "steered")]["verdict"] == \
+        "not measured"
+    stale = tmp_path / "stale"
+    bench_csv(stale / "scaling_cpu", 12345)
+    speed = next(r for r in viz.claims_ledger(stale) if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
+    assert speed["verdict"] == "not measured" and "no longer builds" in speed["measured"]
+
+
+def test_ledger_markdown_is_one_table_and_the_summary():
+    text = viz.claims_ledger_markdown()
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + len(viz.claims_ledger())
+    assert all(line.count("|") == 6 for line in table)
+    assert "**Guarantee**: **fixed** SSoG" in text
+
+
+def test_mean_std_is_the_sample_std():
+    mean, std = claims.mean_std([0.5, 0.6, 0.7])
+    assert mean == pytest.approx(0.6) and std == pytest.approx(0.1)
+    assert math.isnan(claims.mean_std([0.5])[1])
