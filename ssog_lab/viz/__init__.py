@@ -81,6 +81,7 @@ from .lipschitz import (
     ssog_norm_widget,
     two_atom_head,
 )
+from .render import FigureBox, figure_bundle, use_static_renderer
 from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, scaling_widget
 from .training import (
     TrainingMonitor,
@@ -91,7 +92,7 @@ from .training import (
     results_widget,
 )
 
-__all__ = ["LiveFigure", "EXERCISES", "check"]
+__all__ = ["LiveFigure", "EXERCISES", "check", "FigureBox", "figure_bundle", "use_static_renderer"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]
@@ -109,3 +110,5 @@ __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_resul
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]
+
+use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

@@ -21,6 +21,7 @@ from torch import nn
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
+from .render import FigureBox
 
 
 def _colour(name: str, index: int) -> str:
@@ -106,8 +107,8 @@ class TrainingMonitor:
         return lambda record: self.log(record, run)
 
     @property
-    def widget(self) -> widgets.VBox:
-        return widgets.VBox([self.readout, self.figure])
+    def widget(self) -> FigureBox:
+        return FigureBox([self.readout, self.figure])
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
