@@ -1,6 +1,7 @@
 """The notebooks in a real browser: Debian's Chromium, driven by Playwright, opens every notebook in JupyterLab
 (one server for all), runs all its cells, and moves the first control of its first widget (a slider if it
-has one, else a dropdown); the plotly figure next to it must redraw.
+has one, else a dropdown); the plotly figure next to it must redraw. And every notebook as executed by the
+`executed` fixture (conftest.py), opened without running it, shows each of its figures as a drawn plot.
 
 This is the one test that sees what a learner sees: widget and plotly front-ends loaded, the kernel
 answering the browser's comm messages, the figure actually drawn. Screenshots land in a temporary folder
@@ -21,9 +22,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
+
+from ssog_lab.viz.render import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -67,7 +71,8 @@ def lab(tmp_path_factory):
     """JupyterLab on a free loopback port over a temporary copy of notebooks/, kernels in fast mode.
 
     Jupyter's config, data, runtime, settings and workspace folders are fresh temporary ones, so neither
-    the user's settings nor a stale workspace change what the browser sees. Yields (base URL, token, log file).
+    the user's settings nor a stale workspace change what the browser sees. Yields (base URL, token, log file,
+    the served folder).
     """
     home = tmp_path_factory.mktemp("jupyter")
     notebooks = home / "notebooks"
@@ -115,7 +120,7 @@ def lab(tmp_path_factory):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"JupyterLab did not answer on {base}:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.5)
-        yield base, token, log_path
+        yield base, token, log_path, notebooks
     finally:
         shut_down(base, token, "kernels")
         os.killpg(proc.pid, signal.SIGTERM)
@@ -242,7 +247,7 @@ def move_first_control(page, widget, name: str) -> str:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
-    base, token, lab_log = lab
+    base, token, lab_log, _ = lab
     assert (ROOT / "notebooks" / f"{name}.ipynb").is_file(), f"notebooks/{name}.ipynb is missing"
     page = browser.new_page()
     try:
@@ -288,3 +293,38 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
         print(f"{name}: {path}")
         page.close()
         shut_down(base, token, "sessions")  # and their kernels: free the CPU and memory for the next notebook
+
+
+# Outputs JupyterLab shows as a drawn plotly figure, and outputs shown as a Python repr or a widget error.
+STATIC_VIEW_JS = """() => {
+    const outputs = [...window.panel.node.querySelectorAll('.jp-OutputArea-output')];
+    return {
+        plots: outputs.filter(o => o.querySelector('.js-plotly-plot .main-svg')).length,
+        broken: outputs.map(o => o.textContent)
+            .filter(t => /VBox\\(|HBox\\(|FigureWidget\\(|Error displaying widget/.test(t)).map(t => t.slice(0, 200)),
+    };
+}"""
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_executed_notebook_shows_its_figures_without_running(name, lab, browser, executed, screenshots):
+    """The notebook file an instructor hands out (executed elsewhere, so not trusted here): JupyterLab has no
+    widget model for its outputs and must draw each figure from its static plotly view."""
+    base, token, _, served = lab
+    nb, _ = executed(ROOT / "notebooks" / f"{name}.ipynb")
+    figures = sum(1 for cell in nb.cells for out in cell.get("outputs", []) if PLOTLY_MIME in out.get("data", {}))
+    path = f"executed_{name}.ipynb"
+    nbformat.write(nb, served / path)
+    page = browser.new_page()
+    try:
+        page.goto(f"{base}/lab/tree/{path}?reset&token={token}")
+        page.wait_for_function(FIND_PANEL_JS, arg=path)
+        page.evaluate("async () => { await window.jupyterapp.restored; await window.panel.context.ready; }")
+        wait_until(page, f"() => ({STATIC_VIEW_JS})().plots >= {figures}", None, 60,
+                   f"{name}: fewer than {figures} drawn figures ({page.evaluate(STATIC_VIEW_JS)})")
+        view = page.evaluate(STATIC_VIEW_JS)
+        assert view["plots"] == figures and not view["broken"], f"{name}: {view}"
+    finally:
+        page.screenshot(path=screenshots / f"executed_{name}.png")
+        page.close()
+        shut_down(base, token, "sessions")

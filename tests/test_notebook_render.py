@@ -1,23 +1,20 @@
 """Every notebook, executed once in fast mode, runs without error, stays small, and renders to HTML with each
 figure drawn as a plot: what an instructor publishes, read without a kernel.
 
-One session fixture executes each notebook once (nbclient, in notebooks/, widget state not stored, as
-`ssog_lab.viz.render` recommends); the tests read that result. This replaces `pytest --nbmake notebooks`.
-A notebook's figures are the outputs holding a plotly figure or a live widget; in the HTML each must be a
-plotly.js plot <div>, plotly.js must be inlined exactly once (before the first plot, no CDN), and no widget
-may fall back to its Python repr (`VBox(children=…`).
+The session fixture `executed` (conftest.py) executes each notebook once (nbclient, in notebooks/, widget
+state not stored, as `ssog_lab.viz.render` recommends); these tests and the browser test read that result.
+This replaces `pytest --nbmake notebooks`. A notebook's figures are the outputs holding a plotly figure or a
+live widget; in the HTML each must be a plotly.js plot <div>, plotly.js must be inlined exactly once (before
+the first plot, no CDN), and no widget may fall back to its Python repr (`VBox(children=…`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 from nbconvert import HTMLExporter
 
 from ssog_lab.viz.render import PLOTLY_MIME
@@ -28,36 +25,10 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # plotly.js once (4.8 MB with plotly 7.1) + 2.2 MB for all other outputs. Before the static views an executed
 # notebook held 5 MB of widget state per live figure (01: 15.6 MB, 03: 20.5 MB).
 MAX_NOTEBOOK_BYTES = 7_000_000
-CELL_TIMEOUT_S = 300
 PLOT_DIV = 'class="plotly-graph-div"'
 PLOTLYJS_MARK = "window.Plotly = Plotly"  # the last statement of the inlined plotly.min.js
 REMOTE_SCRIPT = re.compile(r'<script[^>]*\bsrc="(https?://[^"]*)"')
 WIDGET_REPR = re.compile(r"\b(?:VBox|HBox|FigureWidget|[A-Z]\w*(?:Slider|Dropdown))\(")
-
-
-@pytest.fixture(scope="session")
-def executed():
-    """path -> (executed notebook, its HTML); each notebook runs at most once per session, in fast mode."""
-    cache: dict[Path, tuple[nbformat.NotebookNode, str] | Exception] = {}
-    env = {**os.environ, "SSOG_LAB_FAST": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-
-    def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
-        if path not in cache:
-            nb = nbformat.read(path, as_version=4)
-            client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", store_widget_state=False,
-                                    resources={"metadata": {"path": str(path.parent)}})
-            try:
-                client.execute(env=env)
-                cache[path] = nb, HTMLExporter(template_name="lab").from_notebook_node(nb)[0]
-            except CellExecutionError as error:
-                cache[path] = error
-        result = cache[path]
-        if isinstance(result, Exception):
-            pytest.fail(f"{path.name} raised while running:\n{result}")
-        return result
-
-    return run
 
 
 def figure_outputs(nb: nbformat.NotebookNode) -> list[tuple[int, dict]]:

@@ -40,16 +40,18 @@ RENDERER = "ssog_lab"
 _plotlyjs_sent = False  # has this process already put plotly.js into an output?
 
 
-def figure_bundle(figure: BaseFigure | dict, caption: str = "") -> dict[str, Any]:
+def figure_bundle(figure: BaseFigure | dict, caption: str = "", include_plotlyjs: bool | None = None
+                  ) -> dict[str, Any]:
     """The static views of `figure`: {PLOTLY_MIME: figure as JSON data, "text/html": caption + plot}.
 
-    The first call in a process inlines plotly.js into its HTML; later calls rely on it being on the page.
-    `caption` is HTML shown above the plot in the HTML view only.
+    include_plotlyjs: inline plotly.js into the HTML; None = only if no earlier call in this process did
+    (later plots rely on it being on the page). `caption` is HTML shown above the plot in the HTML view only.
     """
     global _plotlyjs_sent
     fig_dict = figure.to_dict() if isinstance(figure, BaseFigure) else figure  # Figure or FigureWidget
     bundle = pio.renderers["plotly_mimetype"].to_mimebundle(dict(fig_dict))
-    plot = pio.to_html(fig_dict, include_plotlyjs=not _plotlyjs_sent, include_mathjax=False, full_html=False,
+    inline = not _plotlyjs_sent if include_plotlyjs is None else include_plotlyjs
+    plot = pio.to_html(fig_dict, include_plotlyjs=inline, include_mathjax=False, full_html=False,
                        default_width="100%", validate=False)
     _plotlyjs_sent = True
     bundle["text/html"] = caption + plot
@@ -61,11 +63,16 @@ def _describe(value: Any) -> str:
 
 
 class FigureBox(widgets.VBox):
-    """A VBox whose display also carries static views of the (first) plotly FigureWidget among its children.
+    """A VBox whose display also carries static views of the first plotly FigureWidget among its children.
 
     Controls (widgets with a `description` and a `value`) become a "name = value" line and HTML
-    readouts are copied above each static plot, so the HTML view says which setting it shows.
+    readouts are copied above the static plot, so the HTML view says which setting it shows. The static
+    views are taken when the box is displayed; `refresh()` retakes them where it is shown (for a figure
+    that later cells fill, such as a training monitor).
     """
+
+    _shown = None  # the display handle of the last place this box was shown
+    _with_plotlyjs = False  # did that display carry plotly.js? (then its refreshes must, too)
 
     def _repr_mimebundle_(self, **kwargs) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
@@ -78,10 +85,21 @@ class FigureBox(widgets.VBox):
                              if isinstance(child, widgets.ValueWidget) and getattr(child, "description", ""))
         readouts = [child.value for child in children if isinstance(child, widgets.HTML) and child.value]
         caption = "".join(f"<div>{text}</div>" for text in ([f"<i>{settings}</i>"] if settings else []) + readouts)
-        bundle.update(figure_bundle(figures[0], caption))
+        self._with_plotlyjs |= not _plotlyjs_sent
+        bundle.update(figure_bundle(figures[0], caption, include_plotlyjs=self._with_plotlyjs))
         title = figures[0].layout.title.text or "figure"
         bundle["text/plain"] = f"<live figure: {title}; run the notebook to use its controls>"
         return bundle
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._shown = display(self._repr_mimebundle_(), raw=True, display_id=True)
+
+    def refresh(self) -> None:
+        """Retake the static views in the output where this box was last displayed (no-op if never shown)."""
+        if self._shown is not None:
+            self._shown.update(self._repr_mimebundle_(), raw=True)
 
 
 def _leaves(box: widgets.Box):
