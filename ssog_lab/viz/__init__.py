@@ -2,7 +2,9 @@
 
 Every widget is a `LiveFigure`: a plotly `FigureWidget`, a list of ipywidgets controls, and a plain
 `update(**values)` method that recomputes the figure's data. The controls call `update` through
-`observe`; tests call `update` directly, without a browser, and check that the data changed.
+`observe`; tests call `update` directly, without a browser, and check that the data changed. Displayed,
+every widget and every plain figure also carries static views of its plot (`render`), so an executed
+notebook shows its figures without a kernel and in `jupyter nbconvert --to html`.
 """
 
 from ._base import LiveFigure
