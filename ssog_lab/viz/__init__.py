@@ -2,7 +2,9 @@
 
 Every widget is a `LiveFigure`: a plotly `FigureWidget`, a list of ipywidgets controls, and a plain
 `update(**values)` method that recomputes the figure's data. The controls call `update` through
-`observe`; tests call `update` directly, without a browser, and check that the data changed.
+`observe`; tests call `update` directly, without a browser, and check that the data changed. Displayed,
+every widget and every plain figure also carries static views of its plot (`render`), so an executed
+notebook shows its figures without a kernel and in `jupyter nbconvert --to html`.
 """
 
 from ._base import LiveFigure
@@ -88,6 +90,7 @@ from .lipschitz import (
     ssog_norm_widget,
     two_atom_head,
 )
+from .render import FigureBox, figure_bundle, use_static_renderer
 from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, scaling_widget
 from .training import (
     TrainingMonitor,
@@ -98,7 +101,7 @@ from .training import (
     results_widget,
 )
 
-__all__ = ["LiveFigure", "EXERCISES", "check"]
+__all__ = ["LiveFigure", "EXERCISES", "check", "FigureBox", "figure_bundle", "use_static_renderer"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]
@@ -119,3 +122,5 @@ __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initia
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]
+
+use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

@@ -8,6 +8,8 @@ from typing import Any
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from .render import FigureBox
+
 
 class LiveFigure:
     """A plotly FigureWidget driven by ipywidgets controls.
@@ -55,10 +57,11 @@ class LiveFigure:
             self.update()
 
     @property
-    def widget(self) -> widgets.VBox:
-        """The box to display: controls on top, then the readout and the figure."""
+    def widget(self) -> FigureBox:
+        """The box to display: controls on top, then the readout and the figure. Its display also carries
+        static views of the figure, so an executed notebook shows the plot without a kernel (see `render`)."""
         controls = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
-        return widgets.VBox([controls, self.readout, self.figure])
+        return FigureBox([controls, self.readout, self.figure])
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

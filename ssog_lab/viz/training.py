@@ -21,6 +21,7 @@ from torch import nn
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
+from .render import FigureBox
 
 
 def _colour(name: str, index: int) -> str:
@@ -67,6 +68,7 @@ class TrainingMonitor:
                              legend={"orientation": "h", "y": -0.2})
         self.figure = go.FigureWidget(figure)
         self.readout = widgets.HTML()
+        self.widget = FigureBox([self.readout, self.figure])
         self.latest: dict[str, dict] = {}
 
     def log(self, record: dict, run: str | None = None) -> None:
@@ -87,6 +89,8 @@ class TrainingMonitor:
                 trace.y = (*(trace.y or ()), float(value))
         self.latest.setdefault(run, {}).update({k: v for k, v in record.items() if v is not None})
         self.readout.value = "<br>".join(self._summary(name) for name in self.runs if name in self.latest)
+        if kind == "epoch":  # the static views, shown without a kernel, follow the curves epoch by epoch
+            self.widget.refresh()
 
     def _summary(self, run: str) -> str:
         last = self.latest[run]
@@ -104,10 +108,6 @@ class TrainingMonitor:
         if run not in self.runs:
             raise ValueError(f"run must be one of {self.runs}, got {run!r}")
         return lambda record: self.log(record, run)
-
-    @property
-    def widget(self) -> widgets.VBox:
-        return widgets.VBox([self.readout, self.figure])
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
