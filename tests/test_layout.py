@@ -10,9 +10,8 @@ from ssog_lab import bench, models, style, viz
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ssog_lab"
 CORE = ["ops", "layers.py", "models.py", "ode.py", "lipschitz.py", "data.py"]
-# Exceptions: the Triton kernel file (kernels and launchers, read side by side) and the kernels themselves
-# (functions decorated with triton.jit: a kernel is read as one unit, as in Triton's tutorials).
-LONG_FILES = {"ops/triton_kernel.py"}
+# Exception: the Triton kernels (functions decorated with triton.jit: a kernel is read as one unit, as in Triton's
+# tutorials) may be longer than 60 lines.
 
 
 def _is_kernel(node: ast.FunctionDef) -> bool:
@@ -59,7 +58,7 @@ def test_every_name_notebook_04_reads_exists():
 def test_functions_and_files_stay_short():
     for path in _modules("."):
         text, name = path.read_text(), path.relative_to(PACKAGE).as_posix()
-        assert name in LONG_FILES or len(text.splitlines()) <= 450, name
+        assert len(text.splitlines()) <= 450, name
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_kernel(node):
                 assert node.end_lineno - node.lineno < 60, f"{name}: {node.name}"

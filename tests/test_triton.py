@@ -19,7 +19,7 @@ import torch
 
 from ssog_lab import ops
 from ssog_lab.ops import roofline as rf
-from ssog_lab.ops import triton_available
+from ssog_lab.ops import triton_available, triton_host
 from ssog_lab.ops import triton_kernel as tk
 from ssog_lab.ops.reference import ssog_reference
 
@@ -326,8 +326,8 @@ def compilations_of(cases) -> dict:
     def record(kernel, grid, args, consts):
         names = list(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
         named = dict(zip(names[:len(args)], args, strict=True))
-        seen[_specialization(kernel, args, consts)] = len(tk.gpu_configs(named["L"], named["D"],
-                                                                         named["x_ptr"].element_size()))
+        seen[_specialization(kernel, args, consts)] = len(triton_host.gpu_configs(named["L"], named["D"],
+                                                                                  named["x_ptr"].element_size()))
 
     original, tk._launch = tk._launch, record
     try:
@@ -373,6 +373,7 @@ COMPILE_FOR_SM90 = r"""
 import sys
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, compile
+from ssog_lab.ops import triton_host
 from ssog_lab.ops import triton_kernel as tk
 
 STAGES = {"_stage_forward_kernel": ({"X_PER_ATOM": False, "SUM_ATOMS": False, "HAS_AMP": False},
@@ -385,9 +386,9 @@ for fn in (tk._stage_forward_kernel, tk._stage_backward_kernel):
     names = fn.arg_names
     for dtype, itemsize, precision in (("fp32", 4, "tf32x3"), ("bf16", 2, "tf32")):
         for length, d in [tuple(map(int, s.split("x"))) for s in sys.argv[1:]]:
-            block_l, block_d = tk.line_blocks(length, d, itemsize)
+            block_l, block_d = triton_host.line_blocks(length, d, itemsize)
             for stage in STAGES[fn.__name__]:
-                for block_i, warps in tk.gpu_configs(length, d, itemsize):
+                for block_i, warps in triton_host.gpu_configs(length, d, itemsize):
                     consts = {**stage, "PRECISION": precision, "BLOCK_I": block_i, "BLOCK_L": block_l,
                               "BLOCK_D": block_d}
                     types = {n: "constexpr" if n in consts else ("*" + (dtype if n in VALUES else "fp32")

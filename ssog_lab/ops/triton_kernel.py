@@ -15,7 +15,7 @@ of the quadratic logit over the line is known in closed form — at the grid pos
 broadcast over batch and tokens with stride 0, so the same kernels serve both forms.
 
 Two kernels, one program per (batch·head, line, …), the whole line of L ≤ MAX_LINE positions in one tile
-(BLOCK_L = a power of two ≥ L, `line_blocks`), so the N×L weights live only in registers and are built once:
+(BLOCK_L = a power of two ≥ L, `triton_host.line_blocks`), so the N×L weights live only in registers and are built once:
 
 1. `_stage_forward_kernel`  — one program per (batch·head, line, block of BLOCK_I query positions): for each atom,
    the unnormalized weights e (BLOCK_I, BLOCK_L), Σ_j e_ij x_j as one `tl.dot` and Σ_j e_ij as a row sum in the
@@ -23,7 +23,8 @@ Two kernels, one program per (batch·head, line, …), the whole line of L ≤ M
    (token, atom) for the backward pass.
 2. `_stage_backward_kernel` — one program per (batch·head, line): for each atom and block of queries it rebuilds
    the same weights bit for bit, accumulates the adjoint dX = Wᵀ dOut for the whole line (tensor cores), forms
-   g_ij = ⟨dOut_i, x_j⟩ (tensor cores) and reduces the five Jacobian sums of the parameter gradients.
+   g_ij = ⟨dOut_i, x_j⟩ (tensor cores), then r_ij = w_ij g_ij − S_i w_ij with S_i = Σ_j w_ij g_ij, and three row
+   sums (S, Σ_j r u, Σ_j r u h: see its docstring) give dα, dμ and dσ per (token, atom).
 
 Forward = kernel 1 for stage 1, then for stage 2. Backward = kernel 2 for stage 2, then for stage 1.
 
@@ -51,13 +52,12 @@ Memory traffic (per batch·head, in elements; V, Z, Y in v's dtype; parameters a
     backward stage 2: read dY (N·d), Z, parameters, 1/Σe → write dZ (N·M·d) and 3 gradients (3·N·M)
              stage 1: read dZ, V, parameters, 1/Σe → write dV (N·d) and 2 gradients (2·N·M)
 The intermediate Z is kept for the backward pass (recomputing it would cost a whole stage-1 forward). The
-roofline model of these counts, with an instruction-issue term, is `ssog_lab.ops.roofline`.
+roofline model of these counts, with an instruction-issue term, is `ssog_lab.ops.roofline`. Tile sizes, autotuning
+and the launch itself are host code in `ssog_lab.ops.triton_host`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 
 import torch
@@ -67,8 +67,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .roofline import H200, Peaks, Roofline, roofline  # noqa: F401  (the names this module used to define)
-
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+from .triton_host import INTERPRET, StageParams, _dot_precision, _launch, _tuned, _values_6d, line_blocks
 
 # Weights whose base-2 exponent (ℓ − max ℓ)·log2(e) is below this are exactly 0: the same cutoff as the torch
 # reference's `ssog_lab.ops.reference.TAIL_LOG2_CUTOFF[torch.float32]` (2^-50 ≈ 9e-16, far below float32
@@ -292,57 +291,11 @@ def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr,
 
 
 # Kernel parts in reading order (notebook 04 shows them one by one): every helper the kernels call, the kernels,
-# then the host side.
+# then the launchers and the autograd Function below (kept beside the kernels: notebook 04 reads them from here).
 READING_ORDER = ("_mode", "_atom", "_weights", "_line_sources", "_line_base", "_stage_forward_kernel",
                  "_stage_backward_kernel", "Stage", "stage_forward", "stage_backward", "SSoGFunction")
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# Block sizes: BLOCK_L and BLOCK_D follow the shapes; BLOCK_I and num_warps are autotuned on a GPU among the
-# configs that fit the line (`gpu_configs`), fixed in the interpreter (it runs every program in Python).
-# ---------------------------------------------------------------------------------------------------------------
-
-# (BLOCK_I, num_warps) candidates, num_stages=1 (the kernels have no long loop for a pipeline to overlap, and
-# deeper stages cost registers). `gpu_configs` keeps at most 3 per shape, all compiling without register spills
-# for sm_90 (tests/test_triton.py compiles every one).
-_TILE_CONFIGS = ((16, 4), (16, 8), (32, 8), (64, 8))
-
-
-def line_blocks(length: int, d: int, itemsize: int) -> tuple[int, int]:
-    """(BLOCK_L, BLOCK_D): the powers of two ≥ the line length and ≥ d, at least 16 (tl.dot's smallest tile);
-    BLOCK_L at least 32 for float32 with d > 32, where 16-long lines make the backward kernel spill registers."""
-    block_d = max(16, triton.next_power_of_2(d))
-    shortest = 32 if itemsize == 4 and block_d >= 64 else 16
-    return max(shortest, triton.next_power_of_2(length)), block_d
-
-
-def gpu_configs(length: int, d: int, itemsize: int) -> list[tuple[int, int]]:
-    """The (BLOCK_I, num_warps) configs the GPU autotuner tries for a line of `length`, head dim d and values of
-    `itemsize` bytes: no tile taller than the line (padding rows only waste work); float32 with d > 32 or lines
-    of 64×32 (line × channel) elements or more only (16, 8), which holds the 3×TF32 dot operands without
-    spilling. Each config is one compilation per kernel variant."""
-    block_l, block_d = line_blocks(length, d, itemsize)
-    if itemsize == 4 and (block_d >= 64 or block_l * block_d >= 64 * 32):
-        return [(16, 8)]
-    return [(bi, w) for bi, w in _TILE_CONFIGS if bi <= block_l and (bi, w) != (16, 8)]
-
-
-def _prune(configs, named_args, **kwargs):
-    keep = gpu_configs(named_args["L"], named_args["D"], named_args["x_ptr"].element_size())
-    return [c for c in configs if (c.kwargs["BLOCK_I"], c.num_warps) in keep]
-
-
-def _tuned(kernel, stage_flags: list[str]):
-    """The kernel with BLOCK_I autotuned on GPU (pruned by `gpu_configs`) per line length, d, atoms and stage
-    (the stage flags are constexprs: the two stages are different programs), as is in the interpreter."""
-    if INTERPRET:
-        return kernel
-    configs = [triton.Config({"BLOCK_I": bi}, num_warps=w, num_stages=1) for bi, w in _TILE_CONFIGS]
-    return triton.autotune(configs, key=["L", "D", "M", *stage_flags], prune_configs_by={"early_config_prune": _prune},
-                           cache_results=True)(kernel)
-
-
-_INTERP_BLOCK_I = 16
+# The kernels as launched: autotuned on a GPU (`triton_host._tuned`), as they are in the interpreter.
 forward_kernel = _tuned(_stage_forward_kernel, ["X_PER_ATOM", "SUM_ATOMS"])
 backward_kernel = _tuned(_stage_backward_kernel, ["X_PER_ATOM", "DX_SUM_ATOMS"])
 
@@ -380,41 +333,6 @@ class Stage:
         row, col = s[2], s[3]
         line, pos = (row, col) if self.axis == 1 else (col, row)
         return s[0], s[1], line, pos, s[4]
-
-
-@dataclass(frozen=True)
-class StageParams:
-    """One stage's parameters as (B|1, heads, H|1, W|1, M) float32 views: fixed ones broadcast with stride 0."""
-
-    mu: Tensor
-    sigma: Tensor
-    amp: Tensor | None  # None: α = 1 (stage 1)
-
-    @staticmethod
-    def of(stage: Stage, mu: Tensor, sigma: Tensor, amp: Tensor | None) -> StageParams:
-        """mu, sigma (heads, M, 2) or (B, heads, N, M, 2); amp (heads, M) or (B, heads, N, M) or None."""
-        height, width = stage.grid
-
-        def view(t: Tensor) -> Tensor:  # (heads, M) → (1, heads, 1, 1, M); (B, heads, N, M) → (B, heads, H, W, M)
-            return t[None, :, None, None, :] if t.dim() == 2 else t.unflatten(2, (height, width))
-
-        mu, sigma = (t.float().contiguous()[..., stage.field] for t in (mu, sigma))  # (…, M): shared strides
-        return StageParams(view(mu), view(sigma), None if amp is None else view(amp.float()))
-
-
-def _dot_precision(x: Tensor) -> str:
-    """tl.dot input precision: float32 as 3×TF32 on the tensor cores (error ~1e-6, where one TF32 pass gives
-    ~1e-3 and the exact "ieee" path runs on the FP32 cores and spills registers); half types ignore it."""
-    return "tf32x3" if x.dtype == torch.float32 else "tf32"
-
-
-def _launch(kernel, grid, args: tuple, consts: dict) -> None:
-    """Launch on the tensors' device (Triton uses the *current* one); the interpreter gets a fixed BLOCK_I, the
-    GPU autotunes it."""
-    if INTERPRET:
-        consts = {**consts, "BLOCK_I": _INTERP_BLOCK_I}
-    with torch.cuda.device(args[0].device) if args[0].is_cuda else contextlib.nullcontext():
-        kernel[grid](*args, **consts)
 
 
 def stage_forward(stage: Stage, x: Tensor, out: Tensor, params: StageParams, heads: int) -> Tensor:
@@ -463,12 +381,6 @@ def stage_lse(stage: Stage, mu: Tensor, sigma: Tensor, batch: int = 1) -> Tensor
     out = torch.empty(batch, heads, *stage.grid, params.mu.shape[-1], 1, device=mu.device)
     return -torch.log(stage_forward(stage, x, out, params, heads))
 
-
-def _values_6d(t: Tensor, grid: tuple[int, int]) -> Tensor:
-    """(B, heads, N, d) → the (B, heads, H, W, 1, d) view, channel stride 1 (copied only if it is not)."""
-    if t.stride(-1) != 1:
-        t = t.contiguous()
-    return t.unflatten(2, grid).unsqueeze(4)
 
 
 class SSoGFunction(torch.autograd.Function):
