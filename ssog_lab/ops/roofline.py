@@ -104,7 +104,7 @@ def roofline(batch: int, heads: int, grid: tuple[int, int], head_dim: int, atoms
         raise ValueError(f"stage must be 1, 2 or None, got {stage!r}")
     height, width = grid
     n, bh, d, m = height * width, batch * heads, head_dim, atoms
-    shortest = 32 if dtype_bytes == 4 and _block(d) >= 64 else 16  # as `triton_kernel.line_blocks`
+    shortest = 32 if dtype_bytes == 4 and _block(d) >= 64 else 16  # as `triton_host.line_blocks`
     params = 4 * (bh * n * m if steered else heads * m)  # one float32 parameter field of one stage
     stats = 4 * bh * n * m  # one float32 per (token, atom): a normalizer or one gradient field
     data = bh * n * d * dtype_bytes  # one (B, heads, N, d) tensor
