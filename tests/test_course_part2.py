@@ -1,5 +1,5 @@
-"""Notebooks 05–08 as a course: every check cell is one `viz.check` call on a registered exercise of its own
-notebook, followed by a folded solution; every registered exercise of 05–08 is used; nothing is committed executed."""
+"""Notebooks 04–07 as a course: every check cell is one `viz.check` call on a registered exercise of its own
+notebook, followed by a folded solution; every registered exercise of 04–07 is used; nothing is committed executed."""
 
 import ast
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from ssog_lab.viz import exercises
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[5-8]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[4-7]_*.ipynb"))
 
 
 def cells(path):
@@ -51,17 +51,17 @@ def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
 
 
 def test_the_implementation_solutions_of_05_are_accepted_and_their_slips_rejected():
-    """The folded ```python solutions of 05 set answer_4 / answer_5; the check accepts them, and rejects a step
+    """The folded ```python solutions of 04 set answer_4 / answer_5; the check accepts them, and rejects a step
     that forgets h or takes a full step where half a step belongs."""
     from ssog_lab import viz
 
     namespace = {}
-    path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
+    path = next(p for p in NOTEBOOKS if p.name.startswith("04"))
     for kind, text, _ in cells(path):
         if kind == "markdown" and "<summary>Solution</summary>" in text:
             for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
                 exec(block, namespace)  # noqa: S102 — the notebook's own solution code
-    assert viz.check("05.euler_step", namespace["answer_4"]).status == "correct"
-    assert viz.check("05.rk4_step", namespace["answer_5"]).status == "correct"
-    assert viz.check("05.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
-    assert viz.check("05.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template
+    assert viz.check("04.euler_step", namespace["answer_4"]).status == "correct"
+    assert viz.check("04.rk4_step", namespace["answer_5"]).status == "correct"
+    assert viz.check("04.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
+    assert viz.check("04.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template

@@ -1,5 +1,5 @@
 """The package's layout rules: the core stays free of CLI and plotting code, one mixer list with a colour
-each, the names notebook 04 reads exist, and functions and files stay short."""
+each, the names notebook 08 reads exist, and functions and files stay short."""
 
 import ast
 import json
@@ -45,10 +45,10 @@ def test_one_mixer_list_and_every_mixer_has_a_colour():
     assert style.mixer_colour("a-new-mixer")  # a mixer without a colour still draws
 
 
-def test_every_name_notebook_04_reads_exists():
+def test_every_name_notebook_08_reads_exists():
     from ssog_lab.ops import triton_kernel
 
-    cells = json.loads((PACKAGE.parent / "notebooks" / "04_triton_kernel.ipynb").read_text())["cells"]
+    cells = json.loads((PACKAGE.parent / "notebooks" / "08_appendix_triton_kernel.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert all(hasattr(viz, name) for name in re.findall(r"\bviz\.(\w+)", code))
     assert set(re.findall(r"show_source\(\"(\w+)\"\)", code)) <= set(viz.KERNEL_PARTS)

@@ -209,7 +209,7 @@ def test_fixed_edges_of_the_domain_match_the_reference(sigma_row):
 
 
 def test_reading_order_lists_every_helper_the_kernels_call():
-    """READING_ORDER (notebook 04) holds every @triton.jit function of the module, and viz.KERNEL_PARTS is it."""
+    """READING_ORDER (notebook 08) holds every @triton.jit function of the module, and viz.KERNEL_PARTS is it."""
     from ssog_lab import viz
 
     jitted = {name for name, obj in vars(tk).items() if getattr(getattr(obj, "fn", None), "__name__", None) == name

@@ -1,5 +1,5 @@
-"""Widgets of notebooks 00–04: each builds, `update(...)` changes the figure's data and readout, and the
-exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
+"""Widgets of notebooks 00–03 and the appendix 08: each builds, `update(...)` changes the figure's data and readout,
+and the exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
 
 from pathlib import Path
 
@@ -298,7 +298,7 @@ def test_ssog_vs_attention_widget_follows_the_query():
     assert tokens.shape == (64, 16) and grid == (8, 8)
 
 
-# --- 04: the Triton kernel (CPU interpreter without CUDA; conftest sets TRITON_INTERPRET=1) ----------------
+# --- 08: the Triton kernel (CPU interpreter without CUDA; conftest sets TRITON_INTERPRET=1) ----------------
 
 
 @pytest.mark.triton

@@ -1,4 +1,4 @@
-"""Widgets of notebooks 05–08: each builds, its `update(...)` (or `log(...)`) changes the figure's data and
+"""Widgets of notebooks 04–07: each builds, its `update(...)` (or `log(...)`) changes the figure's data and
 readout, and the numbers it shows agree with the definitions they visualize."""
 
 import json
@@ -34,7 +34,7 @@ def changed(before: list[np.ndarray], after: list[np.ndarray]) -> bool:
     return len(before) != len(after) or not all(same(a, b) for a, b in zip(before, after, strict=True))
 
 
-# --- 05: depth three ways ------------------------------------------------------------------------------
+# --- 04: depth three ways ------------------------------------------------------------------------------
 
 
 def linear_problem(n: int = 4, c: int = 3):
@@ -149,7 +149,7 @@ def test_parameter_widget_shows_the_table():
 
 
 
-# --- 06: training --------------------------------------------------------------------------------------
+# --- 05: training --------------------------------------------------------------------------------------
 
 
 def test_training_monitor_appends_records_from_fit():
@@ -246,7 +246,7 @@ def test_digits_figure_draws_each_image_with_its_label():
     np.testing.assert_allclose(np.asarray(figure.data[1].z), dataset[2][0][0].numpy(), atol=1e-6)
 
 
-# --- 07: learned atoms ---------------------------------------------------------------------------------
+# --- 06: learned atoms ---------------------------------------------------------------------------------
 
 
 def steered_model(depth: str = "discrete"):
@@ -347,7 +347,7 @@ def test_initial_twin_and_atom_change_compare_against_the_untrained_model():
     assert np.count_nonzero(~np.isclose(offsets, starts)) == 1  # exactly the one offset that moved
 
 
-# --- 08: scaling ---------------------------------------------------------------------------------------
+# --- 07: scaling ---------------------------------------------------------------------------------------
 
 
 def bench_rows():

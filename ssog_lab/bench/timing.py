@@ -75,5 +75,5 @@ def cuda_time(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10, m
 
 
 def cuda_time_ms(fn: Callable[[], object], min_repeats: int = 10, min_seconds: float = 0.2, warmup: int = 2) -> float:
-    """Median milliseconds of `cuda_time` (the GPU script's and notebook 04's call)."""
+    """Median milliseconds of `cuda_time` (the GPU script's and notebook 08's call)."""
     return cuda_time(fn, warmup=warmup, repeats=min_repeats, min_seconds=min_seconds).median_ms

@@ -3,7 +3,7 @@
 Block sizes: BLOCK_L and BLOCK_D follow the shapes (`line_blocks`: the whole line and all d channels in one tile);
 BLOCK_I and num_warps are autotuned on a GPU among the configs that fit the line (`gpu_configs`), fixed in the
 interpreter (it runs every program in Python). The launchers in `triton_kernel` (`stage_forward`, `stage_backward`,
-read in notebook 04 beside the kernels) launch through `_launch` the kernels wrapped by `_tuned`, with the
+read in notebook 08 beside the kernels) launch through `_launch` the kernels wrapped by `_tuned`, with the
 parameters as `StageParams` views and the values as `_values_6d` views.
 """
 

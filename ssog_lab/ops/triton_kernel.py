@@ -290,8 +290,8 @@ def _stage_backward_kernel(dout_ptr, x_ptr, dx_ptr, norm_ptr, mu_ptr, sigma_ptr,
         tl.store(dx_ptr + dx_at, dx.to(dx_ptr.dtype.element_ty), mask=x_mask)
 
 
-# Kernel parts in reading order (notebook 04 shows them one by one): every helper the kernels call, the kernels,
-# then the launchers and the autograd Function below (kept beside the kernels: notebook 04 reads them from here).
+# Kernel parts in reading order (notebook 08 shows them one by one): every helper the kernels call, the kernels,
+# then the launchers and the autograd Function below (kept beside the kernels: notebook 08 reads them from here).
 READING_ORDER = ("_mode", "_atom", "_weights", "_line_sources", "_line_base", "_stage_forward_kernel",
                  "_stage_backward_kernel", "Stage", "stage_forward", "stage_backward", "SSoGFunction")
 
@@ -373,7 +373,7 @@ def stage_backward(stage: Stage, dout: Tensor, x: Tensor, dx: Tensor, norm: Tens
 def stage_lse(stage: Stage, mu: Tensor, sigma: Tensor, batch: int = 1) -> Tensor:
     """lse_i = log Σ_j exp(ℓ_ij − max_j ℓ_ij) of one stage from the forward kernel's normalizers: (B, heads, H, W, M).
 
-    Runs the forward kernel on a dummy 1-channel input; for teaching (notebook 04) and tests.
+    Runs the forward kernel on a dummy 1-channel input; for teaching (notebook 08) and tests.
     """
     params = StageParams.of(stage, mu, sigma, None)
     heads = params.mu.shape[1]

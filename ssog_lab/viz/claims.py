@@ -1,4 +1,4 @@
-"""The paper's claims beside this suite's measurements, read from the committed results (notebooks 06, 08, README).
+"""The paper's claims beside this suite's measurements, read from the committed results (notebooks 05, 07, README).
 
 Every row of `claims_ledger()` names a claim of arXiv:2611.08236, the SSoG variant it concerns (fixed or
 steered), what the committed files under docs/results/ measure for it, a verdict — "met", "missed" or
@@ -318,7 +318,7 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
             rows.append(_row(text, variant, measured, "met" if fewer else "missed",
                              f"docs/results/{mine[0]['source']}"))
         else:
-            rows.append(_row(text, variant, NOT_CURRENT + " (notebook 06 measures it live on a short run)",
+            rows.append(_row(text, variant, NOT_CURRENT + " (notebook 05 measures it live on a short run)",
                              "not measured", "docs/results/accuracy*"))
     return rows
 

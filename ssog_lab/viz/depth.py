@@ -1,4 +1,4 @@
-"""Widgets for notebook 05: discrete, looped and continuous depth — parameters, token paths, ODE solvers.
+"""Widgets for notebook 04: discrete, looped and continuous depth — parameters, token paths, ODE solvers.
 
 The solver helpers take any right-hand side func(t, y) -> dy/dt (for a model: `models.Dynamics`), so the
 same code compares the library's own fixed-grid solvers (`ssog_lab.ode`) with torchdiffeq's.

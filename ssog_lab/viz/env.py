@@ -44,9 +44,9 @@ def environment_report() -> dict[str, str]:
     report["CUDA GPU"] = torch.cuda.get_device_name(0) if cuda else "none"
     report["Triton on the GPU"] = "yes" if ops.triton_available("cuda") else "no" + ("" if cuda else " (no GPU)")
     interpreter = ops.triton_available("cpu")
-    # Off is the normal state: only notebook 04 switches the interpreter on (TRITON_INTERPRET=1 before import).
+    # Off is the normal state: only notebook 08 switches the interpreter on (TRITON_INTERPRET=1 before import).
     report["Triton interpreter on the CPU"] = "on" if interpreter else (
-        "off (as expected here; notebook 04 switches it on)" if report["triton"] != "not installed"
+        "off (as expected here; notebook 08 switches it on)" if report["triton"] != "not installed"
         else "unavailable: triton not installed")
     report["fast mode (SSOG_LAB_FAST=1)"] = "on" if fast_mode() else "off"
     return report

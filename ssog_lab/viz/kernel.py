@@ -1,4 +1,4 @@
-"""Notebook 04: read the Triton kernel (`ssog_lab.ops.triton_kernel`), check it in Triton's CPU interpreter
+"""Notebook 08: read the Triton kernel (`ssog_lab.ops.triton_kernel`), check it in Triton's CPU interpreter
 against the torch reference, and time it on a GPU.
 
 `ssog_lab.ops.triton_kernel` is imported inside the functions: on a CPU the interpreter must be switched on

@@ -1,4 +1,4 @@
-"""Widgets for notebook 07: what a trained SSoG model's atoms look like, how steering moves them, and
+"""Widgets for notebook 06: what a trained SSoG model's atoms look like, how steering moves them, and
 a query token's receptive field (its row of the N×N kernel) on a real digit.
 
 All positions are in token units on the model's token grid (image side / patch size); a pixel image is

@@ -1,4 +1,4 @@
-"""Widgets for notebook 08: benchmark rows (`ssog_lab.bench`) as scaling charts, with the paper's claims beside them.
+"""Widgets for notebook 07: benchmark rows (`ssog_lab.bench`) as scaling charts, with the paper's claims beside them.
 
 Rows are those of `bench.run` / `bench.load_csv`: depth (the depth form; `setting` in older rows), mixer,
 mode, resolution, images_per_s, peak_mb, status, …  Ratios come from `bench.ratio_table`: throughput against

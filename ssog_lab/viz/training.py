@@ -1,4 +1,4 @@
-"""Widgets for notebook 06: a live loss/accuracy plot fed by the training loop, predictions, stored results.
+"""Widgets for notebook 05: a live loss/accuracy plot fed by the training loop, predictions, stored results.
 
     monitor = TrainingMonitor(["sdpa", "ssog-steered"])
     fit(model, train_set, test_set, config, on_log=monitor.callback("sdpa"))   # the plot grows as it trains

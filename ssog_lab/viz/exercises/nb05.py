@@ -3,97 +3,52 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
+import torch.nn.functional as F
 
-from ... import models, ode
-from . import close, exercise, same_function
-
-_NANO = dict(in_chans=1, num_classes=10)  # the notebook's models: MNIST digits
+from . import close, exercise, same_set
 
 
-def _count(depth: str) -> int:
-    with torch.device("meta"):
-        return models.count_parameters(models.build_model("nano", depth=depth, mixer="ssog", **_NANO))
+@exercise("05.uniform_loss", judge=close(0.01), wrong=1.0,
+          hint="the loss is −log of the probability given to the right class; which logarithm does "
+               "cross-entropy use?",
+          explain="−ln(1/10) = ln 10: the first logged losses of every run start near it.")
+def uniform_loss() -> float:
+    return float(F.cross_entropy(torch.zeros(1, 10), torch.tensor([0])))
 
 
-@exercise("05.discrete_parameters", judge=close(0.0),
-          wrong=4 * _count("looped"),
-          hint="the embedding, the positional table and the classifier exist once in every depth form; only the "
-               "branch is repeated. How many more branches does the discrete model have than the looped one?",
-          explain="the discrete model adds L − 1 = 3 branches to the looped model's parameters.")
-def discrete_parameters() -> int:
-    return _count("discrete")
+@exercise("05.steps", judge=close(0.0), wrong=3 * math.ceil(4000 / 64),
+          hint="fit drops the last, incomplete batch of every epoch: count the full batches of 64 in 4,000 images.",
+          explain="3 epochs × ⌊4000 / 64⌋ = 3 × 62 full batches; compare with the 'step' of your run's last record.")
+def steps() -> int:
+    return 3 * (4000 // 64)
 
 
-def _decay(t, y):
-    return -y
+SEEDS = (86.8, 84.7, 87.5)  # three seeds of one configuration, test accuracy in %
 
 
-@exercise("05.rk4_nfe", judge=close(0.0), wrong=8,
-          hint="count the steps on [0, 4] with h = 0.5, then how many times one RK4 step evaluates f.",
-          explain="8 steps × 4 stages: a fixed-grid method pays stages × T / h evaluations.")
-def rk4_nfe() -> int:
-    counted = ode.CountNFE(_decay)
-    ode.odeint(counted, torch.ones(1), torch.tensor([0.0, 4.0]), method="rk4", step_size=0.5)
-    return counted.nfe
+@exercise("05.sample_std", judge=close(0.005), wrong=statistics.pstdev(SEEDS),
+          hint="with n = 3 seeds, divide the sum of squared deviations by n − 1, not by n (the population formula "
+               "underestimates the spread of a small sample).",
+          explain="the sample standard deviation (n − 1) is what the results tables and the widget report.")
+def sample_std() -> float:
+    return statistics.stdev(SEEDS)
 
 
-def _linear_problem():
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(3, 3, generator=generator, dtype=torch.float64) * 0.5
-    y0 = torch.randn(4, 3, generator=generator, dtype=torch.float64)
-    return (lambda t, y: y @ a.T), y0, y0 @ torch.linalg.matrix_exp(a).T
+FAIR = {"a": "average the accuracies of 2-head and 16-head runs of fixed SSoG as if they were more seeds",
+        "b": "train SDPA and SSoG with the same data, recipe, budget and seeds, and compare their means",
+        "c": "choose each mixer's learning rate by its accuracy on the test set",
+        "d": "choose each mixer's learning rate on a validation split carved from the training set, with the "
+             "same number of trials per mixer",
+        "e": "read a 4×4-token MNIST result as a check of the paper's CIFAR-100 claim at 224²"}
 
 
-@exercise("05.midpoint_order", judge=close(0.15), wrong=1.0,  # fast mode's coarser study measures ≈ 1.8
-          hint="take the two finest midpoint rows; the order is log₂ of the ratio of their errors (not of their "
-               "NFE), since the step halves between them.",
-          explain="halving h divides the midpoint method's error by about 2² = 4: order 2.")
-def midpoint_order() -> float:
-    func, y0, exact = _linear_problem()
-    errors = []
-    for steps in (16, 32):
-        y = ode.odeint(func, y0, torch.tensor([0.0, 1.0], dtype=torch.float64), method="midpoint",
-                       step_size=1 / steps)[-1]
-        errors.append(float((y - exact).norm() / exact.norm()))
-    return math.log2(errors[0] / errors[1])
-
-
-def _step_inputs():
-    generator = torch.Generator().manual_seed(1)
-    a = torch.randn(4, 4, generator=generator, dtype=torch.float64)
-    x = torch.randn(3, 4, generator=generator, dtype=torch.float64)
-
-    def f(t, y):  # depends on t and nonlinearly on y, so a slope taken at the wrong point shows
-        return torch.tanh(y @ a.T) + torch.cos(t) * y
-
-    return f, torch.tensor(0.3, dtype=torch.float64), x, torch.tensor(0.25, dtype=torch.float64)
-
-
-def _library_step(method: str):
-    return lambda f, t, x, h: ode.rk_step(f, t, x, h, ode.TABLEAUS[method])
-
-
-@exercise("05.euler_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12),
-          wrong=lambda f, t, x, h: x + f(t, x),
-          hint="one Euler step moves x along the slope f(t, x) for a time h; check that h appears in your update.",
-          explain="your step equals ssog_lab.ode's Euler step (the looped model's update when h = 1).")
-def euler_step():
-    return _library_step("euler")
-
-
-def _rk4_missing_half(f, t, x, h):
-    k1 = f(t, x)
-    k2 = f(t + h / 2, x + h * k1)  # the mistake: a full step where half a step belongs
-    k3 = f(t + h / 2, x + h / 2 * k2)
-    k4 = f(t + h, x + h * k3)
-    return x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-
-
-@exercise("05.rk4_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12), wrong=_rk4_missing_half,
-          hint="the classic RK4 takes k₂ and k₃ at t + h/2 from x + (h/2)·k₁ and x + (h/2)·k₂, k₄ at t + h from "
-               "x + h·k₃, and weights them 1, 2, 2, 1 over 6.",
-          explain="your step equals ssog_lab.ode's classic RK4 ('rk4-classic') to rounding.")
-def rk4_step():
-    return _library_step("rk4-classic")
+@exercise("05.fair", judge=same_set, wrong={"a", "b", "d"},
+          hint="a fair comparison changes one thing (the mixer), keeps the test set unseen until the end, and "
+               "never averages different models together.",
+          explain="b and d; a pools different configurations, c tunes on the test set, e compares different "
+                  "settings.")
+def fair() -> set[str]:
+    return {"b", "d"}

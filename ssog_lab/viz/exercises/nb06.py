@@ -2,53 +2,61 @@
 
 from __future__ import annotations
 
-import math
-import statistics
+import functools
+from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+from . import close, exercise
 
-from . import close, exercise, same_set
-
-
-@exercise("06.uniform_loss", judge=close(0.01), wrong=1.0,
-          hint="the loss is −log of the probability given to the right class; which logarithm does "
-               "cross-entropy use?",
-          explain="−ln(1/10) = ln 10: the first logged losses of every run start near it.")
-def uniform_loss() -> float:
-    return float(F.cross_entropy(torch.zeros(1, 10), torch.tensor([0])))
+CHECKPOINT = Path(__file__).resolve().parents[3] / "data" / "checkpoints" / "nano_ssog_steered_mnist5k.pt"
 
 
-@exercise("06.steps", judge=close(0.0), wrong=3 * math.ceil(4000 / 64),
-          hint="fit drops the last, incomplete batch of every epoch: count the full batches of 64 in 4,000 images.",
-          explain="3 epochs × ⌊4000 / 64⌋ = 3 × 62 full batches; compare with the 'step' of your run's last record.")
-def steps() -> int:
-    return 3 * (4000 // 64)
+@functools.lru_cache(maxsize=1)
+def _shipped():
+    from ... import train
+
+    model, _ = train.load_model(CHECKPOINT)
+    return model
 
 
-SEEDS = (86.8, 84.7, 87.5)  # three seeds of one configuration, test accuracy in %
+@exercise("06.row_sum", judge=close(1e-3), wrong=1.0,
+          hint="sum the amplitudes α of head 0 in layer 0 of the shipped model (the third output of "
+               "viz.learned_atoms); training changed them from their initial 1/M each.",
+          explain="a fixed kernel row sums to Σ_m α_m for every query, because each atom's weights sum to 1.")
+def row_sum() -> float:
+    from ..learned import learned_atoms
+
+    return float(learned_atoms(_shipped(), 0)[2][0].sum())
 
 
-@exercise("06.sample_std", judge=close(0.005), wrong=statistics.pstdev(SEEDS),
-          hint="with n = 3 seeds, divide the sum of squared deviations by n − 1, not by n (the population formula "
-               "underestimates the spread of a small sample).",
-          explain="the sample standard deviation (n − 1) is what the results tables and the widget report.")
-def sample_std() -> float:
-    return statistics.stdev(SEEDS)
+def _steering(names: tuple[str, ...]) -> float:
+    """The share of the shipped model's parameters in the named mixer layers (counted on the meta device: the
+    count depends on the architecture only)."""
+    import torch
+
+    from ... import models
+
+    with torch.device("meta"):
+        model = models.build_model("nano", mixer="ssog-steered", ssog_heads=8, in_chans=1, num_classes=10)
+    steering = sum(p.numel() for block in model.blocks for name, p in block.mixer.named_parameters()
+                   if name.split(".")[0] in names)
+    return steering / models.count_parameters(model)
 
 
-FAIR = {"a": "average the accuracies of 2-head and 16-head runs of fixed SSoG as if they were more seeds",
-        "b": "train SDPA and SSoG with the same data, recipe, budget and seeds, and compare their means",
-        "c": "choose each mixer's learning rate by its accuracy on the test set",
-        "d": "choose each mixer's learning rate on a validation split carved from the training set, with the "
-             "same number of trials per mixer",
-        "e": "read a 4×4-token MNIST result as a check of the paper's CIFAR-100 claim at 224²"}
+@exercise("06.steering_share", judge=close(0.01), wrong=_steering(("steer",)),
+          hint="the steering head has two linear layers in every mixer, steer_down and steer; count both, then "
+               "divide by all the model's parameters.",
+          explain="the low-rank steering head is a small share of the model.")
+def steering_share() -> float:
+    return _steering(("steer_down", "steer"))
 
 
-@exercise("06.fair", judge=same_set, wrong={"a", "b", "d"},
-          hint="a fair comparison changes one thing (the mixer), keeps the test set unseen until the end, and "
-               "never averages different models together.",
-          explain="b and d; a pools different configurations, c tunes on the test set, e compares different "
-                  "settings.")
-def fair() -> set[str]:
-    return {"b", "d"}
+@exercise("06.moved", judge=close(0.05), wrong=2.0,
+          hint="compare the learned offsets with those of the untrained twin (viz.initial_twin) and take the "
+               "largest absolute difference; 2 tokens is the range they were drawn from, not how far they moved.",
+          explain="with AdamW a parameter moves by about the learning rate per step, so a few hundred steps at "
+                  "2e-3 move an offset by a fraction of a token.")
+def moved() -> float:
+    from ..learned import atom_change, initial_twin
+
+    model = _shipped()
+    return max(r["mu_moved_max"] for r in atom_change(model, initial_twin(model)))

@@ -2,61 +2,62 @@
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
-from . import close, exercise
-
-CHECKPOINT = Path(__file__).resolve().parents[3] / "data" / "checkpoints" / "nano_ssog_steered_mnist5k.pt"
+from . import close, exercise, same_set
 
 
-@functools.lru_cache(maxsize=1)
-def _shipped():
-    from ... import train
-
-    model, _ = train.load_model(CHECKPOINT)
-    return model
-
-
-@exercise("07.row_sum", judge=close(1e-3), wrong=1.0,
-          hint="sum the amplitudes α of head 0 in layer 0 of the shipped model (the third output of "
-               "viz.learned_atoms); training changed them from their initial 1/M each.",
-          explain="a fixed kernel row sums to Σ_m α_m for every query, because each atom's weights sum to 1.")
-def row_sum() -> float:
-    from ..learned import learned_atoms
-
-    return float(learned_atoms(_shipped(), 0)[2][0].sum())
+@exercise("07.tokens", judge=close(0.0), wrong=64,
+          hint="a 1024-pixel side holds 1024 / 16 patches; the grid is square.",
+          explain="64 × 64 = 4,096 tokens, the token count of the paper's 1024² claims.")
+def tokens() -> int:
+    return (1024 // 16) ** 2
 
 
-def _steering(names: tuple[str, ...]) -> float:
-    """The share of the shipped model's parameters in the named mixer layers (counted on the meta device: the
-    count depends on the architecture only)."""
-    import torch
-
-    from ... import models
-
-    with torch.device("meta"):
-        model = models.build_model("nano", mixer="ssog-steered", ssog_heads=8, in_chans=1, num_classes=10)
-    steering = sum(p.numel() for block in model.blocks for name, p in block.mixer.named_parameters()
-                   if name.split(".")[0] in names)
-    return steering / models.count_parameters(model)
+def _mixing_ratio(resolution: int, patch: int = 16, atoms: int = 4) -> float:
+    n = (resolution // patch) ** 2
+    return (2 * n ** 2) / (2 * atoms * n ** 1.5)
 
 
-@exercise("07.steering_share", judge=close(0.01), wrong=_steering(("steer",)),
-          hint="the steering head has two linear layers in every mixer, steer_down and steer; count both, then "
-               "divide by all the model's parameters.",
-          explain="the low-rank steering head is a small share of the model.")
-def steering_share() -> float:
-    return _steering(("steer_down", "steer"))
+@exercise("07.gap_growth", judge=close(0.01), wrong=4.0,
+          hint="attention mixes in N² and SSoG in M·N^1.5, so their ratio is √N / M; how does √N change when the "
+               "side doubles?",
+          explain="the ratio is √N / M = (R / p) / M: linear in the resolution R.")
+def gap_growth() -> float:
+    return _mixing_ratio(1024) / _mixing_ratio(512)
 
 
-@exercise("07.moved", judge=close(0.05), wrong=2.0,
-          hint="compare the learned offsets with those of the untrained twin (viz.initial_twin) and take the "
-               "largest absolute difference; 2 tokens is the range they were drawn from, not how far they moved.",
-          explain="with AdamW a parameter moves by about the learning rate per step, so a few hundred steps at "
-                  "2e-3 move an offset by a fraction of a token.")
-def moved() -> float:
-    from ..learned import atom_change, initial_twin
+@exercise("07.ode_ratio", judge=close(0.01), wrong=12.0,
+          hint="both models are solved with the same fixed grid, so both pay the same NFE; write each solve's "
+               "time as NFE × (time of one evaluation) and divide.",
+          explain="the NFE cancels: a fixed-grid ODE model is exactly as much faster as one evaluation of f is.")
+def ode_ratio() -> float:
+    nfe, sdpa_ms, ssog_ms = 12, 3.0, 1.0  # RK4 with 3 steps; one evaluation 3× faster with SSoG
+    return (nfe * sdpa_ms) / (nfe * ssog_ms)
 
-    model = _shipped()
-    return max(r["mu_moved_max"] for r in atom_change(model, initial_twin(model)))
+
+@exercise("07.memory_baseline", judge=same_set, wrong={"a", "b"},
+          hint="the ledger has one peak-memory row per baseline for fixed SSoG in the ODE form; read its verdicts.",
+          explain="the '>60% less memory' claim holds against the math kernel that stores the N×N scores; the fused "
+                  "kernel holds no N×N matrix either.")
+def memory_baseline() -> set[str]:
+    from ..claims import claims_ledger
+
+    letters = {"sdpa-math": "a", "sdpa (PyTorch": "b"}
+    met = set()
+    for row in claims_ledger():
+        if row["variant"] == "fixed" and row["claim"].startswith("ode: peak memory") and row["verdict"] == "met":
+            met |= {letter for key, letter in letters.items() if key in row["claim"]}
+    return met
+
+
+@exercise("07.small_grid", judge=close(0.02), wrong=3.39,
+          hint="filter bench.ratio_table(rows) of the stored CPU run on depth 'discrete', mixer 'ssog' and the "
+               "smallest resolution (224²).",
+          explain="at 196 tokens the N² term is small next to the projections: SSoG's advantage needs many tokens.")
+def small_grid() -> float:
+    from ... import bench
+    from ..claims import RESULTS_DIR
+
+    rows = bench.load_csv(RESULTS_DIR / "scaling_cpu" / "bench.csv")
+    return next(r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
+                if r["depth"] == "discrete" and r["mixer"] == "ssog" and r["resolution"] == 224)
+
