@@ -41,8 +41,9 @@ DEVICE = "cuda"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOLERANCE = {"float32": 1e-4, "bfloat16": 2e-2}
 ATOMS = 4
-# (heads, d) of ViT-Tiny's SSoG at C = 192: the shipped dim // 8 = 24 heads × 8, and fewer, wider heads.
-HEAD_CONFIGS = ((24, 8), (6, 32), (3, 64))
+# (heads, d) of ViT-Tiny's SSoG at C = 192: fixed SSoG's dim // 8 = 24 heads × 8, steered SSoG's max(2, dim // 48)
+# = 4 heads × 48 (the defaults of models.ViTConfig), and attention's 3 heads × 64.
+HEAD_CONFIGS = ((24, 8), (4, 48), (3, 64))
 # (batch, grid): correctness on a square and a non-square grid; timings at 224² (14×14 tokens, B=8) and at 1024²
 # (64×64 tokens, B=64).
 CHECK_SHAPES = ((8, (14, 14)), (2, (14, 64)))
