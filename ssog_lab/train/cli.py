@@ -146,8 +146,16 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"{args.preset}/{args.depth}/{args.mixer}: {count_parameters(model):,} parameters; {args.dataset}: "
               f"{len(train_set)} train, {len(test_set)} test; run folder {out}", file=sys.stderr)
     history = loop.fit(model, train_set, test_set, config, out_dir=out, resume=args.resume, overwrite=args.overwrite)
+    error = None
     if rank == 0:
-        _report(args, argv, model, config, history, out)
+        try:
+            _report(args, argv, model, config, history, out)
+        except OSError as err:
+            error = err
+    if dist.is_initialized():
+        dist.barrier()  # the other ranks wait for rank 0's files: tearing gloo down under a busy peer can abort
+    if error is not None:
+        raise error
     return 0
 
 
