@@ -31,6 +31,8 @@ class BenchConfig:
     times and until `min_seconds` have been timed (fast configurations get more samples), after `warmup`
     untimed batches. threads: torch's intra-op threads (None: torch's default). flush_denormal: call
     torch.set_flush_denormal(True) in the measuring process (a user's choice, recorded per row).
+    overrides: ViTConfig fields for `models.build_model` on top of the preset (e.g. image_size, patch_size,
+    in_chans, heads), to time a trained configuration; an ode_step_size there wins over ode_steps.
     `setting=` is accepted as the old name of `depth`.
     """
 
@@ -49,6 +51,7 @@ class BenchConfig:
     num_classes: int = 100
     threads: int | None = None
     flush_denormal: bool = False
+    overrides: dict = dataclasses.field(default_factory=dict)
     setting: InitVar[str | None] = None
 
     def __post_init__(self, setting: str | None) -> None:
@@ -63,6 +66,8 @@ class BenchConfig:
             _check_int(name, getattr(self, name), low)
         if self.threads is not None:
             _check_int("threads", self.threads, 1)
+        if not isinstance(self.overrides, dict):
+            raise ValueError(f"overrides must be a dict of ViTConfig fields, got {self.overrides!r}")
         if not (isinstance(self.min_seconds, (int, float)) and math.isfinite(self.min_seconds)
                 and self.min_seconds >= 0):
             raise ValueError(f"min_seconds must be a finite number ≥ 0, got {self.min_seconds!r}")

@@ -106,13 +106,14 @@ def _backend_name(config: BenchConfig, model, images) -> str:
 
 
 def _build(config: BenchConfig, device: torch.device):
-    """The model of a configuration; the ODE gets exactly ode_steps fixed-grid steps on [0, T = layers]."""
+    """The model of a configuration; the ODE gets exactly ode_steps fixed-grid steps on [0, T = layers] (unless
+    config.overrides, which apply last, say otherwise)."""
     overrides = {}
     if config.depth == "ode":
         step = PRESETS[config.preset]["layers"] / config.ode_steps
         overrides = dict(ode_method=config.ode_method, ode_step_size=step)
     return build_model(config.preset, depth=config.depth, mixer=config.mixer, num_classes=config.num_classes,
-                       **overrides).to(device)
+                       **{**overrides, **config.overrides}).to(device)
 
 
 class _PeakMemory:
