@@ -10,15 +10,24 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
   horizon SDPA and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side).
+Beside training (scripts/fashion_measure.py):
+  nfe     each ODE run of main and patch2, as soon as it has finished: dopri5's NFE at rtol 1e-3 and 1e-5
+          (atol = rtol) on the first 256 test images, into RUN/nfe.json (checkpoints are not committed, so it
+          is measured while the checkpoint is there; a later call fills in any that a finished run lacks);
+  speed   once the final runs are done (no training beside it): inference images/s of every configuration at
+          28² and 112² (4×, the same patch), one single-thread `ssog_lab.bench` process each, into speed.csv
+          beside RUNS (a configuration already in it is skipped).
 Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
 marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
 metrics only is started afresh). A run that exited with an error leaves `failed.json` and is retried only with
 --retry-failed (a tuning trial that diverged ranks last). `--jobs 2` runs two single-thread processes at once (one
 per core); every start and end is appended to RUNS/sweep.log.
-`report` writes the markdown tables.
+`report` writes the markdown tables (scripts/fashion_report.py), with the goals' verdicts computed from them.
 
     python scripts/fashion_sweep.py run --dry-run       # print every command, run nothing
-    python scripts/fashion_sweep.py run                 # tune, then main and patch2 (resumable)
+    python scripts/fashion_sweep.py run                 # tune, then main and patch2 (resumable), NFE, speed
+    python scripts/fashion_sweep.py nfe                 # only the NFE of finished ODE runs with a checkpoint
+    python scripts/fashion_sweep.py speed [--dry-run]   # only the inference throughput (speed.csv)
     python scripts/fashion_sweep.py report              # tables into docs/results/accuracy_fashion.md
 """
 
@@ -28,18 +37,20 @@ import argparse
 import dataclasses
 import itertools
 import json
-import math
 import os
 import random
 import shlex
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ssog_lab import data
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sweep's own modules beside this file
+import fashion_measure  # noqa: E402
+import fashion_report  # noqa: E402
+
+from ssog_lab import data  # noqa: E402
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
@@ -200,10 +211,11 @@ def command(root: Path, run: Run) -> list[str]:
 
 
 def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable[[str], None],
-            retry_failed: bool = False) -> int:
+            retry_failed: bool = False, after: Callable[[Run], None] | None = None) -> int:
     """Run every run that has no summary.json (nor failed.json, unless retry_failed), `jobs` single-thread
-    processes at a time. Returns the number of runs that failed now (each logged with its exit status and
-    recorded in failed.json; its output is in its folder's train.log)."""
+    processes at a time; `after(run)` is called when a run has finished without error (e.g. to measure its
+    NFE while its checkpoint is there). Returns the number of runs that failed now (each logged with its exit
+    status and recorded in failed.json; its output is in its folder's train.log)."""
     pending = [run for run in runs if read_summary(root, run) is None and
                (retry_failed or read_failure(root, run) is None)]
     log(f"{runs[0].phase if runs else '-'}: {len(pending)} runs to do, {len(runs) - len(pending)} done or failed")
@@ -238,98 +250,16 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
                 (root / run.phase / run.name / "failed.json").write_text(json.dumps({"returncode":
                                                                                       process.returncode}) + "\n")
             log(f"{status} {run.phase}/{run.name} in {time.perf_counter() - start:.0f} s")
+            if process.returncode == 0 and after is not None:
+                after(run)
     return failed
-
-
-# ------------------------------------------------------------------------------------------ report
-
-def markdown_table(rows: list[dict], columns: list[tuple[str, Callable[[dict], str]]]) -> str:
-    """One markdown table: a header per column and each row formatted by the column's function (the only
-    table writer of the report, so every table has the same conventions)."""
-    aligns = ["---" if i == 0 else "---:" for i in range(len(columns))]
-    lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "|".join(aligns) + "|"]
-    lines += ["| " + " | ".join(f(row) for _, f in columns) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n − 1; NaN for a single value)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
-
-
-def _pm(mean: float, std: float) -> str:
-    return f"{mean:.2f} ± {std:.2f}" if math.isfinite(std) else f"{mean:.2f}"
-
-
-def train_speed(root: Path, run: Run, summary: dict) -> float:
-    """Training images/s of a finished run: the mean of the train CLI's per-epoch rates in metrics.jsonl (they
-    survive a resume, while summary.json's train_seconds restarts with the process), else images × epochs /
-    train_seconds."""
-    path = root / run.phase / run.name / "metrics.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-    rates = [r["images_per_s"] for r in records if r.get("kind") == "epoch" and r.get("images_per_s")]
-    return statistics.mean(rates) if rates else run.train_images * summary["epochs_done"] / summary["train_seconds"]
-
-
-def group_rows(root: Path, runs: list[Run], keys: tuple[str, ...]) -> list[dict]:
-    """One row per distinct `keys` of the finished runs: test accuracy (%) over seeds, parameters, images/s."""
-    groups: dict[tuple, list[tuple[Run, dict]]] = {}
-    for run in runs:
-        summary = read_summary(root, run)
-        if summary is not None and summary.get("test_accuracy") is not None:
-            groups.setdefault(tuple(run.labels[k] for k in keys), []).append((run, summary))
-    rows = []
-    for key, members in groups.items():
-        accuracy = [100 * s["test_accuracy"] for _, s in members]
-        speed = [train_speed(root, r, s) for r, s in members]
-        rows.append({**dict(zip(keys, key, strict=True)), "accuracy": mean_std(accuracy), "n": len(members),
-                     "per_seed": accuracy, "parameters": members[0][1]["parameters"],
-                     "images_per_s": statistics.mean(speed)})
-    for row in rows:  # the difference of means to SDPA in the same form, with the std of that difference
-        base = next((r for r in rows if r["mixer"] == "sdpa" and all(r[k] == row[k] for k in keys if k != "mixer")),
-                    None)
-        if base is not None and row is not base:
-            (m1, s1), (m0, s0) = row["accuracy"], base["accuracy"]
-            row["vs_sdpa"] = m1 - m0, math.sqrt(s1 ** 2 / row["n"] + s0 ** 2 / base["n"])
-    return rows
-
-
-ACCURACY_COLUMNS = [
-    ("depth", lambda r: r["depth"]), ("mixer", lambda r: r["mixer"]),
-    ("test accuracy % (mean ± sample std)", lambda r: _pm(*r["accuracy"])),
-    ("Δ vs SDPA (points)", lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—"), ("n", lambda r: str(r["n"])),
-    ("per seed", lambda r: ", ".join(f"{a:.1f}" for a in r["per_seed"])),
-    ("parameters", lambda r: f"{r['parameters']:,}"), ("train images/s", lambda r: f"{r['images_per_s']:.0f}"),
-]
-
-
-def report(root: Path, tuning: list[Run], finals: list[Run]) -> str:
-    parts = ["# Fashion-MNIST accuracy: mixers × depth forms (generated by scripts/fashion_sweep.py report)", ""]
-    for phase, title in (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
-                         ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)")):
-        rows = group_rows(root, [r for r in finals if r.phase == phase], ("depth", "mixer"))
-        if rows:
-            parts += [f"## {title}", "", markdown_table(rows, ACCURACY_COLUMNS), ""]
-    trial_rows = []
-    for run in tuning:
-        summary, failure = read_summary(root, run), read_failure(root, run)
-        if summary is not None or failure is not None:
-            trial_rows.append({**run.labels, "val": f"{100 * summary['val_accuracy']:.2f}" if summary else
-                               f"failed (exit {failure['returncode']})"})
-    if trial_rows:
-        columns = [("mixer", lambda r: r["mixer"]), ("trial", lambda r: str(r["trial"])),
-                   ("hyper-parameters", lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
-                                                            if k not in ("mixer", "trial", "val"))),
-                   ("validation accuracy %", lambda r: r["val"])]
-        parts += ["## Tuning (validation split, discrete, seed 0)", "", markdown_table(trial_rows, columns), ""]
-    return "\n".join(parts)
 
 
 # ------------------------------------------------------------------------------------------ CLI
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=("run", "report"))
+    p.add_argument("action", choices=("run", "report", "nfe", "speed"))
     p.add_argument("--runs", type=Path, default=RUNS, help="root of the run folders (finished runs' summaries "
                    "and metrics are committed there; checkpoints are not)")
     p.add_argument("--data-dir", type=Path, default=data.FASHION_MNIST_ROOT)
@@ -340,18 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patch2-epochs", type=int, default=PATCH2_EPOCHS, help="epochs of the patch-2 runs")
     p.add_argument("--jobs", type=int, default=2, help="single-thread train processes at once")
     p.add_argument("--dry-run", action="store_true", help="print the commands still to run; run nothing")
-    p.add_argument("--retry-failed", action="store_true", help="run again the runs that exited with an error")
+    p.add_argument("--retry-failed", action="store_true", help="run again the runs (and speed configurations) "
+                   "that exited with an error")
     p.add_argument("--report-out", type=Path, default=Path("docs/results/accuracy_fashion.md"))
+    p.add_argument("--speed-batch", type=int, default=fashion_measure.SPEED_BATCH,
+                   help="images per timed batch of the speed step")
+    p.add_argument("--speed-out", type=Path, default=None, help="the speed step's CSV (default: "
+                   f"{fashion_measure.SPEED_FILE} beside the runs folder)")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.jobs < 1:
-        raise SystemExit("error: --jobs must be ≥ 1")
-    recipe, patch2_recipe = Recipe(epochs=args.epochs), Recipe(epochs=args.patch2_epochs)
-    tuning = tune_runs(recipe, args.trials, args.validation_fraction, args.data_dir)
-
+def _logger(args: argparse.Namespace) -> Callable[[str], None]:
+    """Print a time-stamped line and append it to RUNS/sweep.log (print only with --dry-run)."""
     def log(message: str) -> None:
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
         print(line, flush=True)
@@ -359,25 +289,73 @@ def main(argv: list[str] | None = None) -> int:
             args.runs.mkdir(parents=True, exist_ok=True)
             with open(args.runs / "sweep.log", "a") as f:
                 f.write(line + "\n")
+    return log
+
+
+def speed_path(args: argparse.Namespace) -> Path:
+    return args.speed_out or args.runs.parent / fashion_measure.SPEED_FILE
+
+
+def nfe(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:
+    """The NFE step (nfe.json for finished ODE runs that still have their checkpoint); returns failures."""
+    return fashion_measure.nfe_step(args.runs, runs, args.data_dir, log, args.dry_run, commit=_commit())
+
+
+def speed(args: argparse.Namespace, finals: list[Run], log: Callable[[str], None]) -> int:
+    """The speed step (inference images/s of every configuration into speed.csv); returns rows not ok."""
+    return fashion_measure.speed_step(speed_path(args), finals, log, args.dry_run, args.retry_failed,
+                                      args.speed_batch)
+
+
+def run_all(args: argparse.Namespace, tuning: list[Run], finals_of: Callable[[dict], list[Run]],
+            log: Callable[[str], None]) -> int:
+    """tune → main, patch2, horizon (each ODE run's NFE as soon as it finishes, and any a previous call
+    missed) → speed. Returns the exit status."""
+    failed = execute(args.runs, tuning, args.jobs, args.dry_run, log, args.retry_failed)
+    hyper = best_hyper(args.runs, tuning)
+    if hyper is None:
+        later = len(finals_of({m: {} for m in MIXERS}))
+        log(f"tuning not finished (or --dry-run): the {later} main, patch2 and horizon runs wait for it")
+        return 1 if failed else 0
+    log("tuned: " + json.dumps(hyper))
+    finals = finals_of(hyper)
+    failed += nfe(args, finals, log)
+
+    def after(run: Run) -> None:
+        nonlocal failed
+        if fashion_measure.nfe_pending(args.runs, [run]):
+            failed += nfe(args, [run], log)
+
+    failed += execute(args.runs, finals, args.jobs, args.dry_run, log, args.retry_failed, after=after)
+    failed += speed(args, finals, log)  # when no training runs beside it
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.jobs < 1 or args.speed_batch < 1:
+        raise SystemExit("error: --jobs and --speed-batch must be ≥ 1")
+    recipe, patch2_recipe = Recipe(epochs=args.epochs), Recipe(epochs=args.patch2_epochs)
+    tuning = tune_runs(recipe, args.trials, args.validation_fraction, args.data_dir)
+    log = _logger(args)
+
+    def finals_of(hyper: dict[str, dict]) -> list[Run]:
+        return final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir)
 
     hyper = best_hyper(args.runs, tuning)
-    finals = final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir) if hyper else []
+    finals = finals_of(hyper) if hyper else []
     if args.action == "report":
-        text = report(args.runs, tuning, finals)
+        text = fashion_report.report(args.runs, tuning, finals, speed_path(args))
         args.report_out.parent.mkdir(parents=True, exist_ok=True)
         args.report_out.write_text(text)
         print(text)
         return 0
-    failed = execute(args.runs, tuning, args.jobs, args.dry_run, log, args.retry_failed)
-    hyper = best_hyper(args.runs, tuning)
-    if hyper is None:
-        later = len(final_runs(recipe, patch2_recipe, args.seeds, {m: {} for m in MIXERS}, args.data_dir))
-        log(f"tuning not finished (or --dry-run): the {later} main, patch2 and horizon runs wait for it")
-        return 1 if failed else 0
-    log("tuned: " + json.dumps(hyper))
-    finals = final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir)
-    failed += execute(args.runs, finals, args.jobs, args.dry_run, log, args.retry_failed)
-    return 1 if failed else 0
+    if args.action in ("nfe", "speed"):
+        if not finals:
+            log(f"{args.action}: tuning not finished, so there are no configurations to measure yet")
+            return 0
+        return 1 if (nfe if args.action == "nfe" else speed)(args, finals, log) else 0
+    return run_all(args, tuning, finals_of, log)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The Fashion-MNIST sweep script without training: command generation, the equal tuning budget, resume
-skipping, the parallel executor (with a stand-in command) and the report on fabricated summary.json files."""
+skipping, the parallel executor (with a stand-in command), the NFE and speed steps (tiny real models, stand-in
+measurements) and the report on fabricated run folders, nfe.json and speed.csv files."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -10,12 +12,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from ssog_lab import bench
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fashion_sweep.py"
 spec = importlib.util.spec_from_file_location("fashion_sweep", SCRIPT)
 sweep = importlib.util.module_from_spec(spec)
 sys.modules["fashion_sweep"] = sweep
 spec.loader.exec_module(sweep)
+measure, rep = sweep.fashion_measure, sweep.fashion_report  # the sweep's modules beside it
 
 
 def flag(argv, name):
@@ -113,8 +119,9 @@ def test_executor_runs_two_at_a_time_logs_and_counts_failures(tmp_path, monkeypa
     script = ("import json, pathlib, sys, time; out = pathlib.Path(sys.argv[1]); time.sleep(0.2); "
               "sys.exit(3) if out.name == 's2' else (out / 'summary.json').write_text(json.dumps({'ok': 1}))")
     monkeypatch.setattr(sweep, "command", lambda r, run: [sys.executable, "-c", script, str(r / run.phase / run.name)])
-    lines = []
-    assert sweep.execute(root, runs, 2, False, lines.append) == 1
+    lines, finished = [], []
+    assert sweep.execute(root, runs, 2, False, lines.append, after=finished.append) == 1
+    assert sorted(run.name for run in finished) == ["discrete/sdpa/s0", "discrete/sdpa/s1"]  # not the failed one
     assert (root / "main/discrete/sdpa/s0/summary.json").is_file() and (root / "main/discrete/sdpa/s1/summary.json"
                                                                        ).is_file()
     assert any("FAILED (exit 3) main/discrete/sdpa/s2" in line for line in lines)
@@ -137,7 +144,7 @@ def test_a_failed_tuning_trial_ranks_last(tmp_path):
     (root / "tune" / tuning[0].name / "failed.json").write_text('{"returncode": 2}')
     hyper = sweep.best_hyper(root, tuning)
     assert hyper["sdpa"] == sweep.trials("sdpa", 6)[1]  # the first finished trial wins the tie
-    assert "failed (exit 2)" in sweep.report(root, tuning, [])
+    assert "failed (exit 2)" in rep.report(root, tuning, [])
 
 
 def test_report_tables_mean_sample_std_and_speed(tmp_path):
@@ -161,10 +168,10 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
                {"kind": "epoch", "images_per_s": 50.0}]
     (root / "patch2" / patch2_sdpa.name / "metrics.jsonl").write_text("\n".join(map(json.dumps, records)) + "\n")
     expected_patch2 = statistics.mean([40.0, *(60_000 * 8 / (100.0 + s) for s in (1, 2))])
-    text = sweep.report(root, tuning, finals)
+    text = rep.report(root, tuning, finals)
     patch2_table = text.split("## 28², patch 2")[1].split("## ")[0]
     patch2_sdpa_line = next(line for line in patch2_table.splitlines() if line.startswith("| discrete | sdpa |"))
-    assert patch2_sdpa_line.strip("|").split("|")[7].strip() == f"{expected_patch2:.0f}"
+    assert patch2_sdpa_line.strip("|").split("|")[7].strip() == f"{expected_patch2:,.0f}"
     rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in text.splitlines()
             if line.startswith("| ode ") or line.startswith("| discrete ")}
     values = accuracy[("main", "ode", "ssog")]
@@ -175,23 +182,241 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
     assert cells[2] == f"{mean:.2f} ± {std:.2f}" and cells[4] == "3" and cells[6] == "1,000"
     assert cells[3] == f"{5:.2f} ± {math.sqrt(2 / 3):.2f}"  # Δ vs SDPA and the std of that difference
     speed = statistics.mean(60_000 * 8 / (100.0 + s) for s in range(3))
-    assert cells[7] == f"{speed:.0f}"
+    assert cells[7] == f"{speed:,.0f}"
     assert rows[("ode", "sdpa")].split("|")[4].strip() == "—"
     assert "## 28², patch 2 (14×14 tokens)" in text and "## Tuning" in text
-    assert text.count("| discrete |") == 4 + 4 + 2  # main, patch 2, horizon
+    # main, patch 2, horizon; then main's and patch 2's in the table of accuracy beside speed
+    assert text.count("| discrete |") == 4 + 4 + 2 + 4 + 4
 
 
-def test_a_real_train_run_goes_through_the_executor_and_the_report(tmp_path):
+def test_a_real_ode_run_goes_through_the_executor_its_nfe_step_and_the_report(tmp_path):
     from test_data import fabricate_fashion_mnist
 
     fabricate_fashion_mnist(tmp_path, n_train=16, n_test=8)
-    run = sweep.Run("main", "discrete/ssog/s0", [*sweep.model_argv("ssog", "discrete", 4, tmp_path), "--epochs", "1",
-                                                 "--batch-size", "8", "--seed", "0"],
-                    16, {"mixer": "ssog", "depth": "discrete", "patch": 4, "seed": 0})
-    root = tmp_path / "runs"
-    assert sweep.execute(root, [run], 1, False, lambda line: None) == 0
+    run = sweep.Run("main", "ode/ssog/s0", [*sweep.model_argv("ssog", "ode", 4, tmp_path), "--epochs", "1",
+                                            "--batch-size", "8", "--seed", "0"],
+                    16, {"mixer": "ssog", "depth": "ode", "patch": 4, "seed": 0})
+    root, lines = tmp_path / "runs", []
+    after = lambda r: measure.nfe_step(root, [r], tmp_path, lines.append)
+    assert sweep.execute(root, [run], 1, False, lines.append, after=after) == 0
     summary = sweep.read_summary(root, run)
     assert summary["dataset"] == "fashion-mnist" and summary["epochs_done"] == 1
-    [row] = sweep.group_rows(root, [run], ("depth", "mixer"))
+    record = json.loads((root / "main/ode/ssog/s0/nfe.json").read_text())  # from the train CLI's checkpoint
+    assert record["trained_solver"] == {**record["trained_solver"], "method": "rk4", "step_size": 4.0, "nfe": 4}
+    assert record["n_images"] == 8 and [e["rtol"] for e in record["dopri5"]] == list(measure.NFE_RTOLS)
+    [row] = rep.group_rows(root, [run], ("depth", "mixer"))
     assert row["n"] == 1 and row["accuracy"][0] == pytest.approx(100 * summary["test_accuracy"])
     assert row["parameters"] == summary["parameters"] and row["images_per_s"] > 0
+    assert row["nfe"] == {e["rtol"]: [e["nfe"]] for e in record["dopri5"]}
+
+
+# ------------------------------------------------------------------------------------------ NFE, speed, report
+
+def tuned_finals(root, data_dir=Path("/fm")):
+    """Finished tuning trials (the last trial of each mixer wins) and the final runs they define."""
+    tuning = sweep.tune_runs(sweep.Recipe(), 6, 0.1, data_dir)
+    for run in tuning:
+        write_summary(root, run, val_accuracy=0.5 + 0.01 * run.labels["trial"])
+    return tuning, sweep.final_runs(sweep.Recipe(), sweep.Recipe(epochs=sweep.PATCH2_EPOCHS), [0, 1, 2],
+                                    sweep.best_hyper(root, tuning), data_dir)
+
+
+def tiny_checkpoint(folder, depth):
+    """A tiny trained-model stand-in (width 16, 2 layers: T = 2, one RK4 step) in the format load_model reads."""
+    from ssog_lab.models import build_model
+    from ssog_lab.train import save_weights
+
+    torch.manual_seed(0)
+    model = build_model("nano", depth=depth, mixer="ssog", image_size=28, patch_size=4, in_chans=1, num_classes=10,
+                        dim=16, layers=2, ssog_heads=2, ode_step_size=2.0)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_weights(model, folder / "checkpoint.pt")
+    return model
+
+
+def test_nfe_step_measures_finished_ode_runs_that_still_have_their_checkpoint(tmp_path, capsys):
+    from test_data import fabricate_fashion_mnist
+
+    fabricate_fashion_mnist(tmp_path, n_train=4, n_test=8)
+    root = tmp_path / "runs"
+    _, finals = tuned_finals(root)
+    ode, unfinished = [r for r in finals if r.phase == "main" and r.labels["depth"] == "ode"][:2]
+    discrete = next(r for r in finals if r.phase == "main" and r.labels["depth"] == "discrete")
+    for run in (ode, unfinished, discrete):
+        tiny_checkpoint(root / run.phase / run.name, run.labels["depth"])
+    for run in (ode, discrete):
+        write_summary(root, run, test_accuracy=0.5)
+    assert measure.nfe_pending(root, finals) == [ode]
+    args = ["nfe", "--runs", str(root), "--data-dir", str(tmp_path)]
+    assert sweep.main([*args, "--dry-run"]) == 0
+    assert f"nfe {root / ode.phase / ode.name}" in capsys.readouterr().out
+    assert not (root / ode.phase / ode.name / "nfe.json").exists()
+    threads = torch.get_num_threads()
+    assert sweep.main(args) == 0 and torch.get_num_threads() == threads
+    path = root / ode.phase / ode.name / "nfe.json"
+    record = json.loads(path.read_text())
+    assert record["n_images"] == 8 and record["threads"] == 1 and record["end_time"] == 2.0
+    assert record["trained_solver"]["nfe"] == 4 and record["commit"] == sweep._commit()  # one RK4 step
+    by_rtol = {e["rtol"]: e for e in record["dopri5"]}
+    assert list(by_rtol) == list(measure.NFE_RTOLS) and all(e["atol"] == e["rtol"] for e in record["dopri5"])
+    assert 0 < by_rtol[1e-3]["nfe"] <= by_rtol[1e-5]["nfe"]
+    assert "nfe main/ode/" in (root / "sweep.log").read_text()
+    stamp = path.stat().st_mtime_ns
+    assert sweep.main(args) == 0 and path.stat().st_mtime_ns == stamp  # done: not measured again
+    assert not (root / discrete.phase / discrete.name / "nfe.json").exists()
+
+
+def test_dopri5_nfe_leaves_the_model_as_it_was(tmp_path):
+    model = tiny_checkpoint(tmp_path / "ode", "ode")
+    images, labels = torch.randn(3, 1, 28, 28), torch.tensor([0, 1, 2])
+    config = model.config
+    measured = measure.dopri5_nfe(model, images, labels, rtols=(1e-2,))
+    assert model.config is config and measured["dopri5"][0]["nfe"] > 0
+    assert 0 <= measured["dopri5"][0]["accuracy"] <= 1
+    with pytest.raises(ValueError, match="depth 'ode'"):
+        measure.dopri5_nfe(tiny_checkpoint(tmp_path / "discrete", "discrete"), images, labels)
+
+
+def stand_in_bench(calls, fail=()):
+    """A stand-in for bench.run_in_subprocess: a row with the bench's columns, images/s by mixer."""
+    def run(config, timeout=None):
+        calls.append(config)
+        speed = {"sdpa": 100.0, "axial": 90.0, "ssog": 300.0, "ssog-steered": 150.0}[config.mixer]
+        row = dict.fromkeys(bench.COLUMNS, "")
+        row.update(depth=config.depth, mixer=config.mixer, mode=config.mode, resolution=config.resolution,
+                   batch=config.batch, tokens=(config.resolution // config.overrides["patch_size"]) ** 2, params=1000,
+                   images_per_s=speed, best_images_per_s=speed, seconds_per_batch=config.batch / speed, peak_mb=1.0,
+                   threads=1, cpu_model="a test CPU", torch="2", status="failed" if len(calls) in fail else "ok")
+        return row
+    return run
+
+
+def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp_path, capsys):
+    root = tmp_path / "runs"
+    tuning, finals = tuned_finals(root)
+    hyper = sweep.best_hyper(root, tuning)
+    configs = measure.speed_configs(finals, batch=8)
+    assert len(configs) == (4 * 3 + 4) * 2  # main and patch 2 (the horizon's model is main's) × 28², 112²
+    assert {c.resolution for _, c in configs} == {28, 112}
+    for patch, c in configs:
+        model = {k: v for k, v in hyper[c.mixer].items() if k in ("heads", "ssog_heads", "atoms")}
+        assert (c.preset, c.mode, c.batch, c.threads, c.num_classes) == ("nano", "infer", 8, 1, 10)
+        assert c.overrides == {**c.overrides, "image_size": 28, "patch_size": patch, "in_chans": 1, **model}
+        assert (c.overrides.get("ode_method"), c.overrides.get("ode_step_size")) == (
+            ("rk4", 4.0) if c.depth == "ode" else (None, None))
+    assert sweep.main(["speed", "--dry-run", "--runs", str(root)]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if " -m ssog_lab.bench --one " in line]
+    assert len(printed) == 32 and not (tmp_path / "speed.csv").exists()
+    assert bench.BenchConfig(**json.loads(shlex.split(printed[0])[-1])).overrides["image_size"] == 28
+    path, calls, lines = tmp_path / "speed.csv", [], []
+    assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls, fail=(1,))) == 1
+    rows = bench.load_csv(path)  # the bench's own CSV reader
+    assert len(calls) == len(rows) == 32 and list(rows[0]) == list(measure.SPEED_COLUMNS)
+    assert {(r["patch"], r["tokens"]) for r in rows} == {("4", 49), ("4", 784), ("2", 196), ("2", 3136)}
+    assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls)) == 0
+    assert len(calls) == 32, "measured configurations (the failed one too) are not measured again"
+    assert measure.speed_step(path, finals, lines.append, batch=8, retry_failed=True,
+                              measure=stand_in_bench(calls)) == 0
+    assert len(calls) == 33 and len(bench.load_csv(path)) == 32
+    assert all(r["status"] == "ok" for r in bench.load_csv(path))
+
+
+def test_speed_measures_the_trained_model_in_a_bench_process():
+    from ssog_lab.models import build_model, count_parameters
+
+    run = sweep.Run("main", "ode/ssog/s0", [*sweep.model_argv("ssog", "ode", 4, Path("/fm")),
+                                            *sweep.hyper_argv({"lr": 1e-3, "ssog_heads": 16, "atoms": 8})],
+                    60_000, {"mixer": "ssog", "depth": "ode", "patch": 4, "seed": 0})
+    (_, config), (_, high) = measure.speed_configs([run], batch=2)
+    assert high.resolution == 112
+    row = bench.run_in_subprocess(dataclasses.replace(config, repeats=1, warmup=0, min_seconds=0.0), timeout=120)
+    assert row["status"] == "ok", row["error"]
+    assert row["tokens"] == 49 and row["nfe"] == 4 and row["threads"] == 1 and row["batch"] == 2
+    assert row["params"] == count_parameters(build_model("nano", "ode", "ssog", image_size=28, patch_size=4,
+                                                         in_chans=1, num_classes=10, ssog_heads=16, atoms=8))
+
+
+def goal_verdicts(text):
+    """{(goal start, mixer): verdict} from the report's goals table."""
+    table = text.split("## Goals")[1].split("## ")[0]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()
+             if line.startswith("| ") and not line.startswith("| goal")]
+    return {(c[0].split()[0], c[1]): c[-1].strip("*") for c in cells}
+
+
+def test_the_report_runs_at_every_stage_and_says_what_is_missing(tmp_path):
+    root = tmp_path / "runs"
+    tuning = sweep.tune_runs(sweep.Recipe(), 6, 0.1, Path("/fm"))
+    text = rep.report(root, tuning, [], tmp_path / "speed.csv")
+    for line in ("No tuning trial has finished yet.", "No main runs yet: they start once every tuning trial",
+                 "No finished main or patch-2 runs yet.", "No inference measurements yet"):
+        assert line in text
+    assert set(goal_verdicts(text).values()) == {"not yet measured"} and len(goal_verdicts(text)) == 4
+    write_summary(root, tuning[0], val_accuracy=0.5)
+    assert sweep.main(["report", "--runs", str(root), "--report-out", str(tmp_path / "r.md")]) == 0
+    assert "1 of 24 trials finished." in (tmp_path / "r.md").read_text()
+    tuning, finals = tuned_finals(root)
+    text = rep.report(root, tuning, finals, tmp_path / "speed.csv")
+    assert "No finished main runs yet (36 runs planned)." in text and "24 of 24 trials" in text
+
+
+def fabricate_finished_sweep(root, finals, gaps):
+    """Test accuracy 80 + seed (+ gaps[(depth, mixer)] points) for every final run; nfe.json for the main
+    ODE runs (ssog: seeds 0 and 1 only)."""
+    for run in finals:
+        lab = run.labels
+        write_summary(root, run, test_accuracy=(80 + lab["seed"] + gaps.get((lab["depth"], lab["mixer"]), 0)) / 100)
+        if run.phase == "main" and lab["depth"] == "ode" and not (lab["mixer"] == "ssog" and lab["seed"] == 2):
+            base = {"sdpa": 30, "axial": 28, "ssog": 10, "ssog-steered": 14}[lab["mixer"]] + lab["seed"]
+            (root / run.phase / run.name / "nfe.json").write_text(json.dumps(
+                {"dopri5": [{"rtol": 1e-3, "atol": 1e-3, "nfe": base}, {"rtol": 1e-5, "atol": 1e-5, "nfe": 2 * base}]}))
+
+
+def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tmp_path):
+    from ssog_lab import viz
+
+    root, speed = tmp_path / "runs", tmp_path / "speed.csv"
+    tuning, finals = tuned_finals(root)
+    gaps = {(d, "ssog"): 2 for d in sweep.DEPTHS} | {(d, "ssog-steered"): 1 for d in sweep.DEPTHS}
+    fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog-steered"): -1, ("looped", "axial"): -5})
+    calls = []
+    measure.speed_step(speed, finals, lambda line: None, measure=stand_in_bench(calls))
+    rows = measure.read_speed(speed)  # at 112²: SDPA 5 images/s, steered 4 (slower), fixed 30 (faster)
+    for row in rows:
+        if row["resolution"] == 112:
+            row["images_per_s"] = {"sdpa": 5.0, "axial": 6.0, "ssog": 30.0, "ssog-steered": 4.0}[row["mixer"]]
+    measure.write_csv(rows, speed, measure.SPEED_COLUMNS)
+    text = rep.report(root, tuning, finals, speed)
+    main = text.split("## 28², patch 4")[1].split("## ")[0]
+    header = [c.strip() for c in main.splitlines()[2].strip("|").split("|")]
+    assert header[8:] == ["inference images/s, 28²", "inference images/s, 112²", "dopri5 NFE, rtol 1e-3",
+                          "dopri5 NFE, rtol 1e-5"]
+    cells = {tuple(c[:2]): c for c in ([x.strip() for x in line.strip("|").split("|")] for line in main.splitlines()
+                                       if line.startswith("| ") and not line.startswith("| depth"))}
+    assert cells[("ode", "sdpa")][10:] == ["31.0 ± 1.0", "62.0 ± 2.0"]
+    assert cells[("ode", "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)"]  # one nfe.json missing
+    assert cells[("discrete", "ssog")][8:] == ["300", "30", "—", "—"]
+    beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
+    line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | ode | ssog |"))
+    assert [c.strip() for c in line.strip("|").split("|")][3:] == [
+        "83.00 ± 1.00", f"2.00 ± {math.sqrt(2 / 3):.2f}", "300", "3.00×", "30", "6.00×"]
+    assert "per seed" not in beside  # the accuracy rows are read from the phase tables only
+    assert goal_verdicts(text) == {("≥", "ssog"): "met", ("≥", "ssog-steered"): "missed",
+                                   ("…", "ssog or ssog-steered"): "met", ("fixed", "ssog"): "met"}
+    assert "a test CPU" in text.split("## Inference throughput")[1]
+    (tmp_path / "accuracy_fashion.md").write_text(text)  # the claims ledger reads the phase tables, not the others
+    stored = viz.accuracy_results(tmp_path)
+    assert len(stored) == 12 + 4 + 2
+    ode_ssog = next(r for r in stored if (r["depth"], r["mixer"]) == ("ode", "ssog"))
+    assert ode_ssog["nfe"] == {"dopri5 NFE, rtol 1e-3": "10.5 ± 0.7 (n = 2)",
+                               "dopri5 NFE, rtol 1e-5": "21.0 ± 1.4 (n = 2)"}
+    # Fixed SSoG 3 points below SDPA in the ODE form: both of its goals are missed, and so is the first goal.
+    fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog"): -3, ("ode", "ssog-steered"): -1})
+    assert goal_verdicts(rep.report(root, tuning, finals, speed)) == {
+        ("≥", "ssog"): "missed", ("≥", "ssog-steered"): "missed", ("…", "ssog or ssog-steered"): "missed",
+        ("fixed", "ssog"): "missed"}
+    # Without speed measurements, a goal that needs them is not yet measured unless the accuracy already misses.
+    fabricate_finished_sweep(root, finals, gaps)
+    assert goal_verdicts(rep.report(root, tuning, finals, tmp_path / "none.csv")) == {
+        ("≥", "ssog"): "not yet measured", ("≥", "ssog-steered"): "not yet measured",
+        ("…", "ssog or ssog-steered"): "not yet measured", ("fixed", "ssog"): "met"}

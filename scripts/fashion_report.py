@@ -1,0 +1,272 @@
+"""The report of the Fashion-MNIST sweep (`python scripts/fashion_sweep.py report`), read from the run folders,
+their nfe.json files and speed.csv (scripts/fashion_measure.py):
+
+- the issue's goals, each a verdict computed from the files: met, missed or not yet measured;
+- per phase (main, patch2, horizon): test accuracy (mean ± sample std over seeds, the difference to SDPA in
+  the same form with its std), parameters, training images/s, inference images/s at 28² and 112², and for
+  ODE rows dopri5's NFE;
+- one table of accuracy beside inference speed (main and patch 2);
+- the inference measurements themselves and the tuning trials.
+
+Every table is written by `ssog_lab.bench.report.markdown_table`. A section without data says so in one line,
+so the report runs at any stage of the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+from fashion_measure import (
+    NFE_FILE,
+    NFE_IMAGES,
+    NFE_RTOLS,
+    SPEED_RESOLUTIONS,
+    SweepRun,
+    read_json,
+    read_speed,
+    run_folder,
+)
+
+from ssog_lab.bench.report import markdown_table
+from ssog_lab.models import DEPTHS
+
+SSOG_MIXERS = ("ssog", "ssog-steered")
+VERDICTS = ("met", "missed", "not yet measured")
+WITHIN_POINTS = 2.0  # the goal for fixed SSoG: at most this many points below SDPA
+HIGH, OWN = SPEED_RESOLUTIONS[-1], SPEED_RESOLUTIONS[0]
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n − 1; NaN for a single value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
+
+
+def _pm(mean: float, std: float, digits: int = 2) -> str:
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if math.isfinite(std) else f"{mean:.{digits}f}"
+
+
+def train_speed(root: Path, run: SweepRun, summary: dict) -> float:
+    """Training images/s of a finished run: the mean of the train CLI's per-epoch rates in metrics.jsonl (they
+    survive a resume, while summary.json's train_seconds restarts with the process), else images × epochs /
+    train_seconds."""
+    path = run_folder(root, run) / "metrics.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    rates = [r["images_per_s"] for r in records if r.get("kind") == "epoch" and r.get("images_per_s")]
+    return statistics.mean(rates) if rates else run.train_images * summary["epochs_done"] / summary["train_seconds"]
+
+
+def _nfe(root: Path, runs: list[SweepRun]) -> dict[float, list[int]]:
+    """{rtol: dopri5 NFE of each run that has nfe.json}."""
+    out: dict[float, list[int]] = {}
+    for run in runs:
+        for entry in (read_json(run_folder(root, run) / NFE_FILE) or {}).get("dopri5", []):
+            out.setdefault(entry["rtol"], []).append(entry["nfe"])
+    return out
+
+
+def speed_index(rows: list[dict]) -> dict[tuple, dict]:
+    """speed.csv rows by (depth, mixer, patch, resolution); the last row of a configuration wins."""
+    return {(r["depth"], r["mixer"], r["patch"], r["resolution"]): r for r in rows}
+
+
+def _ok_speed(row: dict | None) -> float | None:
+    return float(row["images_per_s"]) if row and row.get("status") == "ok" else None
+
+
+def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: dict[tuple, dict] | None = None
+               ) -> list[dict]:
+    """One row per distinct `keys` of the finished runs: test accuracy (%) over seeds, parameters, training
+    images/s, dopri5 NFE per rtol (ODE runs with nfe.json), inference rows of `speed_index` per resolution, and
+    against SDPA of the same other keys: the accuracy difference with its std and the inference speed ratio."""
+    groups: dict[tuple, list[tuple[SweepRun, dict]]] = {}
+    for run in runs:
+        summary = read_json(run_folder(root, run) / "summary.json")
+        if summary is not None and summary.get("test_accuracy") is not None:
+            groups.setdefault(tuple(run.labels[k] for k in keys), []).append((run, summary))
+    rows = []
+    for key, members in groups.items():
+        accuracy = [100 * s["test_accuracy"] for _, s in members]
+        labels = members[0][0].labels
+        rows.append({**dict(zip(keys, key, strict=True)), "accuracy": mean_std(accuracy), "n": len(members),
+                     "per_seed": accuracy, "parameters": members[0][1]["parameters"],
+                     "images_per_s": statistics.mean(train_speed(root, r, s) for r, s in members),
+                     "ode": labels["depth"] == "ode", "nfe": _nfe(root, [r for r, _ in members]),
+                     "infer": {res: (speed or {}).get((labels["depth"], labels["mixer"], labels["patch"], res))
+                               for res in SPEED_RESOLUTIONS}})
+    for row in rows:  # the difference of means to SDPA in the same form, with the std of that difference
+        base = next((r for r in rows if r["mixer"] == "sdpa" and all(r[k] == row[k] for k in keys if k != "mixer")),
+                    None)
+        if base is not None and row is not base:
+            (m1, s1), (m0, s0) = row["accuracy"], base["accuracy"]
+            row["vs_sdpa"] = m1 - m0, math.sqrt(s1 ** 2 / row["n"] + s0 ** 2 / base["n"])
+            row["speed_vs_sdpa"] = {res: (mine / theirs if (mine := _ok_speed(row["infer"][res])) and
+                                          (theirs := _ok_speed(base["infer"][res])) else None)
+                                    for res in SPEED_RESOLUTIONS}
+    return rows
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _infer_cell(resolution: int) -> Callable[[dict], str]:
+    def cell(row: dict) -> str:
+        measured = row["infer"][resolution]
+        if measured is None:
+            return "–"
+        return _rate(float(measured["images_per_s"])) if measured["status"] == "ok" else measured["status"]
+    return cell
+
+
+def _nfe_cell(rtol: float) -> Callable[[dict], str]:
+    def cell(row: dict) -> str:
+        if not row["ode"]:
+            return "—"
+        values = row["nfe"].get(rtol, [])
+        if not values:
+            return "–"
+        text = _pm(*mean_std(values), digits=1)
+        return text if len(values) == row["n"] else f"{text} (n = {len(values)})"
+    return cell
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}×" if value is not None else "–"
+
+
+def accuracy_table(rows: list[dict]) -> str:
+    """The accuracy table of one phase; NFE columns when it has ODE rows."""
+    columns = {"depth": "depth", "mixer": "mixer",
+               "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
+               "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—", "n": "n",
+               "per seed": lambda r: ", ".join(f"{a:.1f}" for a in r["per_seed"]),
+               "parameters": lambda r: f"{r['parameters']:,}", "train images/s": lambda r: _rate(r["images_per_s"]),
+               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS}}
+    if any(r["ode"] for r in rows):
+        columns |= {f"dopri5 NFE, rtol {rtol:.0e}".replace("e-0", "e-"): _nfe_cell(rtol) for rtol in NFE_RTOLS}
+    return markdown_table(rows, columns, align="llrrrlrr" + "r" * (len(columns) - 8))
+
+
+def beside_table(rows: list[dict]) -> str:
+    """Accuracy beside inference speed, one line per (patch, depth, mixer), with the ratios to SDPA's speed."""
+    columns = {"patch (grid)": lambda r: f"{r['patch']} ({OWN // r['patch']}×{OWN // r['patch']})", "depth": "depth",
+               "mixer": "mixer", "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
+               "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—"}
+    for res in SPEED_RESOLUTIONS:
+        columns[f"images/s, {res}²"] = _infer_cell(res)
+        columns[f"× SDPA, {res}²"] = (lambda res: lambda r: _ratio(r.get("speed_vs_sdpa", {}).get(res))
+                                      if r["mixer"] != "sdpa" else "—")(res)
+    return markdown_table(rows, columns, align="lllrr" + "r" * 2 * len(SPEED_RESOLUTIONS))
+
+
+def _verdict(checks: list[bool | None]) -> str:
+    """missed when any measured check fails, met when every check is measured and holds, else not yet measured."""
+    if any(c is False for c in checks):
+        return "missed"
+    return "met" if checks and all(c is True for c in checks) else "not yet measured"
+
+
+def _gap_text(row: dict | None) -> str:
+    return _pm(*row["vs_sdpa"]) if row and "vs_sdpa" in row else "–"
+
+
+def goal_rows(main_rows: list[dict]) -> list[dict]:
+    """The issue's goals on the main table (patch 4) as rows {goal, mixer, accuracy, speed, verdict}: an SSoG
+    mixer at least as accurate as SDPA (difference of means ≥ 0) in every depth form and faster than SDPA at
+    HIGH² in every depth form (any SSoG mixer meeting it meets the goal); fixed SSoG at most WITHIN_POINTS
+    below SDPA in every depth form."""
+    table = {(r["depth"], r["mixer"]): r for r in main_rows}
+    out, first = [], []
+    for mixer in SSOG_MIXERS:
+        rows = [table.get((depth, mixer)) for depth in DEPTHS]
+        gaps = [r["vs_sdpa"][0] >= 0 if r and "vs_sdpa" in r else None for r in rows]
+        ratios = [r.get("speed_vs_sdpa", {}).get(HIGH) if r else None for r in rows]
+        verdict = _verdict(gaps + [q > 1 if q is not None else None for q in ratios])
+        first.append(verdict)
+        out.append({"goal": f"≥ SDPA's accuracy in all three depth forms and faster at {HIGH}²", "mixer": mixer,
+                    "accuracy": "; ".join(f"{d} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)),
+                    "speed": "; ".join(f"{d} {_ratio(q)}" for d, q in zip(DEPTHS, ratios, strict=True)),
+                    "verdict": verdict})
+    overall = "met" if "met" in first else "missed" if all(v == "missed" for v in first) else "not yet measured"
+    out.append({"goal": "… by at least one SSoG configuration", "mixer": "ssog or ssog-steered", "accuracy": "",
+                "speed": "", "verdict": overall})
+    rows = [table.get((depth, "ssog")) for depth in DEPTHS]
+    out.append({"goal": f"fixed SSoG within {WITHIN_POINTS:g} points of SDPA in every depth form", "mixer": "ssog",
+                "accuracy": "; ".join(f"{d} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)), "speed": "",
+                "verdict": _verdict([r["vs_sdpa"][0] >= -WITHIN_POINTS if r and "vs_sdpa" in r else None
+                                     for r in rows])})
+    return out
+
+
+GOAL_COLUMNS = {"goal": "goal", "mixer": "mixer", "Δ accuracy vs SDPA, points (mean ± std)": "accuracy",
+                f"inference speed ÷ SDPA's, {HIGH}²": "speed", "verdict": lambda r: f"**{r['verdict']}**"}
+
+
+def speed_section(speed_rows: list[dict]) -> list[str]:
+    """The inference measurements (speed.csv) and where they were made; one line when there are none."""
+    if not speed_rows:
+        return ["No inference measurements yet (speed.csv: `python scripts/fashion_sweep.py speed`, run once the "
+                "tuning has finished)."]
+    first = next((r for r in speed_rows if r["status"] == "ok"), speed_rows[0])
+    where = (f"Inference under `torch.inference_mode()`, untrained weights, batch {first['batch']}, "
+             f"{first.get('threads') or 1} thread, median of the timed batches, one process per configuration "
+             f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}.")
+    columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "resolution": lambda r: f"{r['resolution']}²",
+               "tokens": "tokens", "parameters": lambda r: f"{r['params']:,}" if r.get("params") else "",
+               "images/s": lambda r: _rate(r["images_per_s"]) if r["status"] == "ok" else "",
+               "best images/s": lambda r: _rate(r["best_images_per_s"]) if r["status"] == "ok" else "",
+               "peak MB": lambda r: f"{r['peak_mb']:.0f}" if r["status"] == "ok" else "", "status": "status"}
+    return [where, "", markdown_table(speed_rows, columns, align="llrrrrrrrl")]
+
+
+def tuning_section(root: Path, tuning: list[SweepRun]) -> list[str]:
+    """The tuning trials' validation accuracy (or failure); one line when none has finished."""
+    rows = []
+    for run in tuning:
+        summary = read_json(run_folder(root, run) / "summary.json")
+        failure = read_json(run_folder(root, run) / "failed.json")
+        if summary is not None or failure is not None:
+            rows.append({**run.labels, "val": f"{100 * summary['val_accuracy']:.2f}" if summary else
+                         f"failed (exit {failure['returncode']})"})
+    if not rows:
+        return ["No tuning trial has finished yet."]
+    columns = {"mixer": "mixer", "trial": "trial",
+               "hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
+                                                       if k not in ("mixer", "trial", "val")),
+               "validation accuracy %": "val"}
+    return [f"{len(rows)} of {len(tuning)} trials finished.", "", markdown_table(rows, columns, align="lrlr")]
+
+
+PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
+          ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)"))
+
+
+def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_path: Path | None = None) -> str:
+    """The whole report as markdown (see the module docstring)."""
+    speed_rows = read_speed(speed_path) if speed_path is not None else []
+    speed = speed_index(speed_rows)
+    tables = {phase: group_rows(root, [r for r in finals if r.phase == phase], ("depth", "mixer"), speed)
+              for phase, _ in PHASES}
+    parts = ["# Fashion-MNIST accuracy: mixers × depth forms (generated by scripts/fashion_sweep.py report)", "",
+             "## Goals (computed from the tables below)", "",
+             markdown_table(goal_rows(tables["main"]), GOAL_COLUMNS, align="lllll"), ""]
+    for phase, title in PHASES:
+        total = sum(r.phase == phase for r in finals)
+        parts += [f"## {title}", ""]
+        parts += [accuracy_table(tables[phase])] if tables[phase] else [
+            f"No finished {phase} runs yet ({total} runs planned)." if total else
+            f"No {phase} runs yet: they start once every tuning trial has finished."]
+        parts.append("")
+    parts += ["Cells: – not measured yet (no nfe.json or speed.csv row); — does not apply. NFE: dopri5 (torchdiffeq, "
+              f"atol = rtol) on the first {NFE_IMAGES} test images in one batch, after training (nfe.json).", ""]
+    beside = group_rows(root, [r for r in finals if r.phase in ("main", "patch2")], ("patch", "depth", "mixer"),
+                        speed)
+    parts += ["## Accuracy beside inference speed", ""]
+    parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
+    parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
+    parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning), ""]
+    return "\n".join(parts)
