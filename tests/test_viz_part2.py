@@ -402,6 +402,21 @@ def test_claims_markdown_lists_the_largest_compared_resolution():
     assert "no SSoG measurement" in viz.claim_summary(bench_rows(), "looped")
 
 
+def test_stored_sources_name_each_host_by_what_its_csv_records(tmp_path):
+    from ssog_lab import bench
+
+    for folder, cpu in (("scaling_cpu", "Intel(R) Xeon(R) Processor"), ("scaling_cpu_amd", "AMD EPYC")):
+        bench.write_csv([dict(r, cpu_model=cpu) for r in bench_rows()], tmp_path / folder / "bench.csv")
+    gpu = [dict(r, device="cuda (NVIDIA H200)", cpu_model="AMD EPYC") for r in bench_rows()]
+    bench.write_csv(gpu, tmp_path / "gpu" / "h200" / "bench.csv")
+    sources = viz.stored_sources(tmp_path)
+    assert list(sources) == ["Intel(R) Xeon(R) Processor (stored, scaling_cpu)", "AMD EPYC (stored, scaling_cpu_amd)",
+                             "cuda (NVIDIA H200) (stored, gpu/h200)"]
+    assert all(len(rows) == len(bench_rows()) for rows in sources.values())
+    assert list(viz.stored_sources(tmp_path, folders=("missing",))) == ["cuda (NVIDIA H200) (stored, gpu/h200)"]
+    assert viz.host_label([{"device": "cpu"}]) == "cpu" and viz.host_label([]) == ""
+
+
 def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
     torch.manual_seed(0)
     model = models.build_model("nano", depth="ode", mixer="ssog", image_size=8, dim=16, layers=2, heads=2,
@@ -417,7 +432,7 @@ def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
     with pytest.raises(ValueError, match="ode"):
         viz.ode_nfe(models.build_model("nano", image_size=8, dim=16, layers=1, heads=2), images.float())
     text = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 32}), "ssog": ({1e-3: 32}, {1e-3: 26})})
-    assert "| ssog | 32 | 26 |" in text
+    assert "| ssog | 32 | 26 |" in text and text.startswith("| run | dopri5 NFE before training (rtol 0.001) |")
     assert "ssog needs 6 fewer evaluations than sdpa (26 against 32); its NFE is down 6 with training" in text
     same = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 38}), "ssog": ({1e-3: 32}, {1e-3: 38})})
     assert "the same NFE as sdpa" in same and "up 6 with training" in same

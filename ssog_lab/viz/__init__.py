@@ -91,7 +91,7 @@ from .lipschitz import (
     two_atom_head,
 )
 from .render import FigureBox, figure_bundle, use_static_renderer
-from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, scaling_widget
+from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, host_label, scaling_widget, stored_sources
 from .training import (
     TrainingMonitor,
     digits_figure,
@@ -121,6 +121,6 @@ __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initia
             "ode_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
-__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "scaling_widget"]
+__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "host_label", "scaling_widget", "stored_sources"]
 
 use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ode
+from ..bench.report import markdown_table
 from ..models import Dynamics
 from ..style import series_colour
 from ._base import LiveFigure
@@ -167,9 +168,13 @@ def ode_nfe_markdown(runs: dict[str, tuple[dict[float, int], dict[float, int]]],
     after training and how training changed its NFE."""
     rtols = sorted({rtol for before, after in runs.values() for rtol in (*before, *after)}, reverse=True)
     head = " / ".join(f"{rtol:g}" for rtol in rtols)
-    lines = [f"| run | dopri5 NFE before training (rtol {head}) | after training |", "|---|---:|---:|"]
-    lines += [f"| {name} | {' / '.join(str(before.get(r, '–')) for r in rtols)} | "
-              f"{' / '.join(str(after.get(r, '–')) for r in rtols)} |" for name, (before, after) in runs.items()]
+    def per_rtol(counts: dict[float, int]) -> str:
+        return " / ".join(str(counts.get(r, "–")) for r in rtols)
+
+    table = markdown_table([dict(run=name, before=per_rtol(before), after=per_rtol(after))
+                            for name, (before, after) in runs.items()],
+                           {"run": "run", f"dopri5 NFE before training (rtol {head})": "before",
+                            "after training": "after"}, align="lrr")
     words = []
     base = runs.get(baseline)
     for rtol in rtols:
@@ -184,7 +189,7 @@ def ode_nfe_markdown(runs: dict[str, tuple[dict[float, int], dict[float, int]]],
             trained = "unchanged by training" if change == 0 else f"{direction} {abs(change)} with training"
             words.append(f"- rtol {rtol:g}: after training, {name} needs {versus} {baseline} ({after[rtol]} against "
                          f"{base[1][rtol]}); its NFE is {trained}.")
-    return "\n".join(lines) + ("\n\n" + "\n".join(words) if words else "")
+    return table + ("\n\n" + "\n".join(words) if words else "")
 
 
 def pca_basis(states: Tensor, components: int = 3) -> tuple[Tensor, Tensor, Tensor]:

@@ -49,16 +49,15 @@ def show_source(name: str):
     return Markdown(f"```python\n{kernel_source(name)}\n```")
 
 
-def random_atoms(heads: int, atoms: int, grid: tuple[int, int], batch: int = 1, steered: bool = False,
-                 seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
-    """Float32 atom parameters with offsets of a few tokens and widths 0.5…2.5: fixed (heads, M, 2) / (heads, M)
-    or steered, one set per token (B, heads, N, M, 2) / (B, heads, N, M)."""
-    generator = torch.Generator().manual_seed(seed)
-    shape = (batch, heads, grid[0] * grid[1], atoms) if steered else (heads, atoms)
-    mu = torch.randn(*shape, 2, generator=generator) * 1.5
-    sigma = torch.rand(*shape, 2, generator=generator) * 2 + 0.5
-    amp = torch.randn(*shape, generator=generator)
-    return mu, sigma, amp
+# `viz.random_atoms` is the library's one distribution of example atoms (`ssog_lab.ops.random_atoms`).
+random_atoms = ops.random_atoms
+
+
+def _atoms(heads: int, atoms: int, grid: tuple[int, int], steered: bool = False,
+           seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """`ops.random_atoms` for one image (batch 1 when steered), float32, drawn from `seed`."""
+    return ops.random_atoms(heads, atoms, grid, batch=1 if steered else None, steered=steered,
+                            generator=torch.Generator().manual_seed(seed))
 
 
 def lse_step(grid: tuple[int, int] = (3, 5), atoms: int = 2, seed: int = 0) -> dict[str, float]:
@@ -71,7 +70,7 @@ def lse_step(grid: tuple[int, int] = (3, 5), atoms: int = 2, seed: int = 0) -> d
     """
     tk = _kernel_module()
     height, width = grid
-    mu, sigma, amp = random_atoms(1, atoms, grid, seed=seed)  # (1, M, 2), (1, M)
+    mu, sigma, amp = _atoms(1, atoms, grid, seed=seed)  # (1, M, 2), (1, M)
     lse = tk.stage_lse(tk.Stage(1, grid), mu, sigma)[0, 0]  # (H, W, M)
     cols = torch.arange(width, dtype=torch.float32)
     centre = cols[:, None] + mu[0, :, 1]  # (W, M): query column i plus μ_col
@@ -89,7 +88,7 @@ def interpreter_check(grid: tuple[int, int] = (3, 5), heads: int = 2, atoms: int
     seconds the Triton run took (in the interpreter, on a CPU: seconds, not microseconds)."""
     generator = torch.Generator().manual_seed(seed + 1)
     v = torch.randn(1, heads, grid[0] * grid[1], d, generator=generator)
-    params = random_atoms(heads, atoms, grid, steered=steered, seed=seed)
+    params = _atoms(heads, atoms, grid, steered=steered, seed=seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results, grads = {}, {}
     for backend in ("triton", "torch"):
@@ -166,7 +165,7 @@ def gpu_timings(sides: tuple[int, ...] = (16, 32, 64), batch: int = 8, heads: in
     for side in sides:
         grid, n = (side, side), side * side
         v = torch.randn(batch, heads, n, d, device="cuda", dtype=dtype, requires_grad=True)
-        mu, sigma, amp = (t.cuda().requires_grad_() for t in random_atoms(heads, atoms, grid))
+        mu, sigma, amp = (t.cuda().requires_grad_() for t in _atoms(heads, atoms, grid))
         for backend in ("triton", "torch"):
             run = lambda b=backend: ops.ssog(v, mu, sigma, amp, grid, backend=b)
             step = lambda r=run: r().float().square().mean().backward()

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ops
+from ..bench.report import markdown_table
 from ..layers import SSoGMixer
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
@@ -124,12 +125,12 @@ def atom_change_markdown(rows: list[dict]) -> str:
     def span(pair: tuple[float, float], digits: int = 2) -> str:
         return f"{pair[0]:.{digits}f} – {pair[1]:.{digits}f}"
 
-    lines = ["| layer | largest change of an offset μ | max abs(μ): initial → learned | σ: initial → learned | "
-             "α: initial → learned | α < 0 |", "|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['layer']} | {r['mu_moved_max']:.2f} | {r['mu_init_max']:.2f} → {r['mu_learned_max']:.2f} | "
-              f"{span(r['sigma_init'])} → {span(r['sigma_learned'])} | {span(r['amp_init'], 3)} → "
-              f"{span(r['amp_learned'], 3)} | {r['negative']} of {r['total']} |" for r in rows]
-    return "\n".join(lines)
+    return markdown_table(rows, {
+        "layer": "layer", "largest change of an offset μ": lambda r: f"{r['mu_moved_max']:.2f}",
+        "max abs(μ): initial → learned": lambda r: f"{r['mu_init_max']:.2f} → {r['mu_learned_max']:.2f}",
+        "σ: initial → learned": lambda r: f"{span(r['sigma_init'])} → {span(r['sigma_learned'])}",
+        "α: initial → learned": lambda r: f"{span(r['amp_init'], 3)} → {span(r['amp_learned'], 3)}",
+        "α < 0": lambda r: f"{r['negative']} of {r['total']}"}, align="rrrrrr")
 
 
 def atom_change_figure(model, initial) -> go.Figure:

@@ -7,6 +7,8 @@ the fastest SDPA mixer at the same depth, mode and resolution, and peak memory a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
@@ -33,6 +35,31 @@ VIEWS = {
     "peak memory vs sdpa-math (×)": ("memory_vs_sdpa_math", "peak memory ÷ sdpa-math's", "linear"),
     "peak memory vs sdpa (×)": ("memory_vs_sdpa", "peak memory ÷ sdpa's (PyTorch's fused kernel)", "linear"),
 }
+
+
+# The committed CPU runs of the same sweep, one folder per host (docs/results/): read in this order.
+CPU_RESULTS = ("scaling_cpu", "scaling_cpu_amd")
+
+
+def host_label(rows: list[dict]) -> str:
+    """The machine a set of bench rows ran on, as the rows record it: the GPU (`device`) for CUDA rows, else the
+    CPU model (`cpu_model`); several names joined when the rows disagree."""
+    names = {(r.get("device") if str(r.get("device", "")).startswith("cuda") else r.get("cpu_model"))
+             or r.get("device") or "unknown machine" for r in rows}
+    return ", ".join(sorted(names))
+
+
+def stored_sources(results_dir: str | Path, folders: tuple[str, ...] = CPU_RESULTS) -> dict[str, list[dict]]:
+    """The committed benchmark runs, name -> rows: each of `folders` under `results_dir` that holds a bench.csv
+    (the CPU hosts), then every docs/results/gpu/**/bench.csv. A name is the host the rows record
+    (`host_label`) and the folder, e.g. "Intel(R) Xeon(R) Processor (stored, scaling_cpu)"."""
+    results_dir = Path(results_dir)
+    files = [results_dir / f / "bench.csv" for f in folders] + sorted(results_dir.glob("gpu/**/bench.csv"))
+    sources = {}
+    for path in files:
+        if path.is_file() and (rows := bench.load_csv(path)):
+            sources[f"{host_label(rows)} (stored, {path.parent.relative_to(results_dir)})"] = rows
+    return sources
 
 
 def _with_ratios(rows: list[dict]) -> list[dict]:
