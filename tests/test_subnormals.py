@@ -1,0 +1,53 @@
+"""The subnormal census: counts match the definition, the explicit attention probabilities are the ones the
+mixers apply, and a planted subnormal activation is found under its module's name."""
+
+import torch
+
+from ssog_lab.bench.subnormals import attention_probabilities, census_markdown, count_subnormal, subnormal_census
+from ssog_lab.layers import AxialSDPAMixer, SDPAMixer, _merge_heads
+from ssog_lab.models import build_model
+
+
+def test_count_subnormal_follows_the_definition():
+    tiny = torch.finfo(torch.float32).tiny
+    t = torch.tensor([0.0, tiny, tiny / 2, -tiny / 4, 1.0, -0.0])
+    assert count_subnormal(t) == 2
+    assert count_subnormal(t.double()) == 0  # normal numbers in float64
+    assert count_subnormal(torch.arange(4)) == 0
+
+
+def test_attention_probabilities_are_what_the_mixers_apply():
+    torch.manual_seed(0)
+    grid = (3, 5)
+    x = torch.randn(2, 15, 8, dtype=torch.float64)
+    dense = SDPAMixer(8, 2).double()
+    (p,) = attention_probabilities(dense, x, grid)  # (B, heads, N, N)
+    _, _, v = dense._project(x)
+    torch.testing.assert_close(dense.proj(_merge_heads(p @ v)), dense(x, grid))
+    axial = AxialSDPAMixer(8, 2).double()
+    p_col, p_row = attention_probabilities(axial, x, grid)  # (B, heads·H, W, W), (B, heads·W, H, H)
+    _, _, v = axial._project(x)  # (B, heads, N, d)
+    b, heads, n, d = v.shape
+    z = (p_col @ v.reshape(b, heads * 3, 5, d)).reshape(b, heads, 3, 5, d)  # stage 1 along each row
+    y = p_row @ z.transpose(2, 3).reshape(b, heads * 5, 3, d)  # stage 2 along each column
+    y = y.reshape(b, heads, 5, 3, d).transpose(2, 3).reshape(b, heads, n, d)
+    torch.testing.assert_close(axial.proj(_merge_heads(y)), axial(x, grid))
+    one = torch.ones((), dtype=torch.float64)
+    assert torch.allclose(p_col.sum(-1), one) and torch.allclose(p_row.sum(-1), one)
+
+
+def test_census_finds_a_planted_subnormal_layernorm_output():
+    torch.manual_seed(0)
+    model = build_model("nano", "discrete", "sdpa", image_size=16, patch_size=4).eval()
+    images = torch.randn(2, 3, 16, 16)
+    rows = {r["tensor"]: r for r in subnormal_census(model, images)}
+    assert {"LayerNorm", "GELU", "Linear", "SDPAMixer", "softmax (inside SDPA)"} <= set(rows)
+    assert rows["LayerNorm"]["subnormal"] == 0
+    assert rows["softmax (inside SDPA)"]["entries"] == 2 * model.config.heads * 16 * 16 * model.config.layers
+    norm = model.blocks[0].norm
+    with torch.no_grad():
+        norm.weight.zero_()
+        norm.bias.fill_(1e-39)  # every output of this LayerNorm is subnormal in float32
+    rows = {r["tensor"]: r for r in subnormal_census(model, images)}
+    assert rows["LayerNorm"]["subnormal"] >= 2 * 16 * model.config.dim
+    assert "| LayerNorm |" in census_markdown(list(rows.values()))
