@@ -51,21 +51,23 @@ def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float =
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: `solution()` computes the expected answer, `judge(answer, expected)` compares, `hint`
-    is what a learner sees while unanswered or wrong, `explain` what they see once right, and `wrong` is a
-    plausible wrong answer (the tests check that it is rejected)."""
+    is what a learner sees while unanswered or wrong, `explain` what they see once right (a text, or a function
+    of the expected answer when the explanation depends on measured data), and `wrong` is a plausible wrong
+    answer (the tests check that it is rejected)."""
 
     key: str
     solution: Callable[[], object]
     judge: Judge
     hint: str
     wrong: object
-    explain: str = ""
+    explain: str | Callable[[object], str] = ""
 
 
 EXERCISES: dict[str, Exercise] = {}
 
 
-def exercise(key: str, *, hint: str, wrong: object, judge: Judge | None = None, explain: str = ""):
+def exercise(key: str, *, hint: str, wrong: object, judge: Judge | None = None,
+             explain: str | Callable[[object], str] = ""):
     """Decorator: register the decorated zero-argument solution function as exercise `key` ("NN.name")."""
     def register(solution: Callable[[], object]) -> Callable[[], object]:
         if key in EXERCISES:
@@ -83,10 +85,14 @@ def check(key: str, answer) -> Check:
     if answer is None:
         return unanswered(item.hint)
     try:
-        right = item.judge(answer, item.solution())
+        expected = item.solution()
+        right = item.judge(answer, expected)
     except Exception as error:  # a learner's function that fails is a wrong answer, with the reason
         return Check("wrong", f"your answer could not be checked ({type(error).__name__}: {error}). {item.hint}")
-    return Check("correct", item.explain or "well done.") if right else Check("wrong", item.hint)
+    if not right:
+        return Check("wrong", item.hint)
+    explain = item.explain(expected) if callable(item.explain) else item.explain  # shown only once it is found
+    return Check("correct", explain or "well done.")
 
 
 from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08  # noqa: E402,F401  (registration)
