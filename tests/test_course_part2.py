@@ -1,5 +1,6 @@
-"""Notebooks 04–07 as a course: every check cell is one `viz.check` call on a registered exercise of its own
-notebook, followed by a folded solution; every registered exercise of 04–07 is used; nothing is committed executed."""
+"""All notebooks (00–08) as a course: a recap, goals and running time at the top, references at the end; every
+check cell is one `viz.check` call on a registered exercise of its own notebook, and each group of check cells is
+followed by a folded solution; every registered exercise is used; nothing is committed executed."""
 
 import ast
 import json
@@ -10,7 +11,11 @@ import pytest
 
 from ssog_lab.viz import exercises
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[4-7]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_the_course_has_all_nine_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(9)]
 
 
 def cells(path):
@@ -30,7 +35,7 @@ def test_check_cells_are_one_call_followed_by_a_folded_solution(path):
         key = call[0].value.args[0].value
         assert key.startswith(f"{number}.") and key in exercises.EXERCISES, key
         keys.append(key)
-        following = found[i + 1]
+        following = next(c for c in found[i + 1:] if not (c[0] == "code" and "viz.check(" in c[1]))
         assert following[0] == "markdown" and following[1].startswith("<details><summary>Solution</summary>"), i
     registered = {k for k in exercises.EXERCISES if k.startswith(f"{number}.")}
     assert sorted(keys) == sorted(registered)  # every exercise is asked, none twice
@@ -43,9 +48,10 @@ def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
         if kind == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None
     first = found[0][1]
-    assert "**Recap.**" in first and "**Learning goals**" in first and "**Running time**" in first
+    assert re.search(r"\*\*Recap\b", first) and "**Learning goals" in first and "**Running time**" in first
     assert "## References" in found[-1][1] and "arXiv:2611.08236" in found[-1][1]
     text = "\n".join(t for _, t, _ in found)
+    assert "\n## Exercises" in "\n" + text, "a course notebook ends its teaching with exercises"
     assert "✅" not in text and "❌" not in text
     assert not re.search(r"\b24 (steered )?heads\b", text)  # steered SSoG's default head count changed
 
