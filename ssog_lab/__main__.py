@@ -1,4 +1,4 @@
-"""Command line: python -m ssog_lab {train,bench,params} [--help]."""
+"""Command line: python -m ssog_lab {train,bench,params,ledger} [--help]."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ COMMANDS = {
     "train": ("ssog_lab.train.cli", "train a model (any preset, depth, mixer, data set)"),
     "bench": ("ssog_lab.bench.cli", "throughput and peak memory against resolution, mixers side by side"),
     "params": ("ssog_lab.bench.params", "parameter table: presets × mixers, saving against SDPA"),
+    "ledger": ("ssog_lab.viz.claims", "rewrite README.md's claims ledger from the committed results"),
 }
 
 

@@ -146,11 +146,11 @@ def test_ledger_markdown_is_one_table_and_the_summary():
 
 
 def test_the_readme_ledger_is_the_generated_one():
-    """README.md holds the ledger between two markers; `python -m ssog_lab.viz.claims` regenerates it from the
+    """README.md holds the ledger between two markers; `python -m ssog_lab ledger` regenerates it from the
     committed results. Re-measured files without a regenerated README fail here."""
     text = claims.README.read_text()
     assert text.count(claims.LEDGER_BEGIN) == 1 and text.count(claims.LEDGER_END) == 1
-    assert claims.readme_with_ledger() == text, "README's claims ledger is stale: run python -m ssog_lab.viz.claims"
+    assert claims.readme_with_ledger() == text, "README's claims ledger is stale: run python -m ssog_lab ledger"
 
 
 def test_readme_with_ledger_replaces_only_the_marked_block(tmp_path):

@@ -4,7 +4,7 @@ Every row of `claims_ledger()` names a claim of arXiv:2611.08236, the SSoG varia
 steered), what the committed files under docs/results/ measure for it, a verdict — "met", "missed", "proxy"
 or "not measured" (`VERDICT_NOTES` says what each means) — and the file the number comes from. Nothing is
 typed in: re-measure, commit the files, and the ledger (and every notebook that shows it) follows. The
-README holds a copy between two markers; `python -m ssog_lab.viz.claims` rewrites it (`readme_with_ledger`).
+README holds a copy between two markers; `python -m ssog_lab ledger` rewrites it (`readme_with_ledger`).
 
 The paper's accuracy claims are CIFAR-100 at 224². An accuracy measured on another data set or resolution
 (this suite's Fashion-MNIST sweep, the embedded digits) is shown as a **proxy**: its gap over attention is
@@ -409,7 +409,7 @@ def claims_ledger_markdown(results_dir: str | Path = RESULTS_DIR) -> str:
 # --------------------------------------------------------------------------- the README's copy
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-LEDGER_BEGIN = "<!-- claims-ledger:begin (generated: python -m ssog_lab.viz.claims; do not edit by hand) -->"
+LEDGER_BEGIN = "<!-- claims-ledger:begin (generated: python -m ssog_lab ledger; do not edit by hand) -->"
 LEDGER_END = "<!-- claims-ledger:end -->"
 
 
@@ -425,7 +425,7 @@ def readme_with_ledger(readme: str | Path = README, results_dir: str | Path = RE
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ssog_lab.viz.claims [README]`: rewrite the README's ledger from the committed results."""
+    """`python -m ssog_lab ledger [README]`: rewrite the README's ledger from the committed results."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
@@ -436,7 +436,3 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(new)
     print(f"{path}: the claims ledger {'rewritten' if changed else 'already current'}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
