@@ -5,6 +5,7 @@ import csv
 import platform
 
 import pytest
+import torch
 
 from ssog_lab import bench
 
@@ -146,6 +147,35 @@ def test_report_writers(tmp_path):
     path = bench.report.write_csv(rows, tmp_path / "sub" / "rows.csv", columns=("name", "value"))
     assert path.read_text().splitlines() == ["name,value", "a,1.5", "b,"]
     assert bench.report.write_csv(rows, tmp_path / "all.csv").read_text().splitlines()[0] == "name,value,extra"
+
+
+def test_row_writer_puts_each_row_on_disk_at_once(tmp_path):
+    (tmp_path / "t.csv").write_text("from an earlier run\n")
+    writer = bench.report.RowWriter(tmp_path, {"t": ["name", "value", "error"]})
+    writer.note("# title")
+    writer.row("t", dict(name="a", value=1.5, ignored="x"))
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["name,value,error", "a,1.5,"]  # a fresh file
+    writer.row("t", dict(name="b", error="ValueError: no"))
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["name,value,error", "a,1.5,", "b,,ValueError: no"]
+    assert (tmp_path / "report.md").read_text().splitlines() == [
+        "# title", "", "## t", "", "| name | value | error |", "|---|---|---|", "| a | 1.5 |  |",
+        "| b |  | ValueError: no |"]
+
+
+def test_gpu_check_cases_inputs_and_predictions_without_a_gpu():
+    from ssog_lab.bench import gpu
+
+    cases = gpu.operator_cases()
+    assert len(cases) == 2 * 2 * len(gpu.HEAD_CONFIGS) * 2 * 2 and {c["section"] for c in cases} == {"check", "time"}
+    case = dict(batch=2, heads=4, d=3, grid=(3, 5), steered=True, dtype="bfloat16")
+    v, mu, sigma, amp = gpu.make_inputs(case, device="cpu")
+    assert v.shape == (2, 4, 15, 3) and v.dtype == torch.bfloat16 and not v.is_contiguous()  # token-major
+    assert mu.shape == sigma.shape == (2, 4, 15, gpu.ATOMS, 2) and amp.shape == (2, 4, 15, gpu.ATOMS)
+    assert mu.dtype == torch.float32 and (sigma > 0).all()
+    rows = gpu.prediction_rows()
+    assert [(r["heads"], r["d"], r["dtype"]) for r in rows][:2] == [(24, 8, "bfloat16"), (24, 8, "float32")]
+    assert all(r["pred_fwd_ms"] > 0 and r["pred_bwd_bound"] in ("memory", "dot", "fp32", "exp", "issue") for r in rows)
+    assert gpu.prediction_markdown(rows).splitlines()[2].startswith("| 24 heads × d 8 | bf16 | ")
 
 
 @pytest.mark.parametrize("field, value", [("batch", 0), ("repeats", 0), ("ode_steps", 0), ("resolution", -1),

@@ -366,6 +366,35 @@ def test_gpu_check_compilations_stay_under_the_bound():
     assert compilations_of([{**case, "batch": 2}]).keys() == compilations_of([{**case, "batch": 64}]).keys()
 
 
+@needs_triton
+def test_gpu_check_sections_run_in_the_interpreter(monkeypatch, tmp_path):
+    """The GPU check's own code on tiny cases without a GPU (Triton in the interpreter, a stand-in timer): every row
+    is on disk as it is measured, and a failing part (SDPA's GPU-only kernels) becomes the row's error after the
+    columns measured before it."""
+    import csv
+
+    from ssog_lab.bench import gpu
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: scripts/gpu_check.sh runs the real thing")
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "cuda_time_ms", lambda fn, **kw: (fn(), 1.0)[1])  # one call, "1 ms"
+    run = gpu.CheckRun(tmp_path, budget_s=600)
+    run.cases = [dict(section=section, batch=1, heads=2, d=3, grid=(3, 4), steered=steered, dtype="float32")
+                 for section in ("check", "time") for steered in (False, True)]
+    run.operator_section("check", [(3, 4)])
+    run.operator_section("time", [(3, 4)])
+    checks, timings = ([*csv.DictReader((tmp_path / f"{name}.csv").read_text().splitlines())]
+                       for name in ("checks", "operator"))
+    assert [r["ok"] for r in checks] == ["True", "True"] and run.all_ok
+    assert [r["kind"] for r in timings] == ["fixed", "steered"]
+    for row in timings:
+        assert row["fwd_col_ms"] == row["bwd_col_ms"] == row["triton_fwdbwd_ms"] == row["torch_fwdbwd_ms"] == "1"
+        assert float(row["pred_fwd_ms"]) > 0 and row["sdpa_fwd_ms"] == "" and "scaled_dot_product" in row["error"]
+    report = (tmp_path / "report.md").read_text()
+    assert "## checks" in report and "## operator" in report and report.count("| 3x4 |") == 4
+
+
 # Compiles every kernel variant the GPU check reaches, with every autotune config it may pick, for sm_90 without a
 # GPU (in a process without the interpreter, which accepts constructs the GPU compiler rejects), and prints the
 # ptxas resource report of each.

@@ -8,7 +8,8 @@ operator alone, with the suite's timers, tables and CSV files.
 
 Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the only timers),
 measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
-operator alone), report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
+operator alone), gpu (the GPU check: Triton kernels, SDPA flash and ViT-Tiny on CUDA; imported on its own),
+report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
 """
 
 from ..models import DEPTHS, MIXERS

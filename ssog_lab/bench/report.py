@@ -1,5 +1,5 @@
-"""Tables and files of measured rows: one markdown-table writer and one CSV writer for the whole suite, and
-the benchmark's ratio tables built on them."""
+"""Tables and files of measured rows: one markdown-table writer and one CSV writer for the whole suite (whole
+tables, or row by row as rows are measured: `RowWriter`), and the benchmark's ratio tables built on them."""
 
 from __future__ import annotations
 
@@ -16,27 +16,67 @@ Cell = str | Callable[[dict], object]
 def markdown_table(rows: Sequence[dict], columns: dict[str, Cell], align: str = "") -> str:
     """A markdown table, one line per row. columns: header → a row key or a function of the row; None
     prints as an empty cell. align: one letter per column, "l" (default) or "r" (numbers)."""
-    cells = [[_text(cell(row) if callable(cell) else row.get(cell)) for cell in columns.values()] for row in rows]
+    return "\n".join([markdown_header(columns, align), *(markdown_row(row, columns) for row in rows)])
+
+
+def markdown_header(columns: Sequence[str] | dict[str, Cell], align: str = "") -> str:
+    """The header line and the rule of a markdown table (see `markdown_table`), for tables written row by row."""
     rule = ["---:" if align[i:i + 1] == "r" else "---" for i in range(len(columns))]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(rule) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(line) + " |" for line in cells])
+    return "| " + " | ".join(columns) + " |\n|" + "|".join(rule) + "|"
+
+
+def markdown_row(row: dict, columns: Sequence[str] | dict[str, Cell]) -> str:
+    """One line of a markdown table: columns a list of row keys, or header → key or function (`markdown_table`)."""
+    cells = columns.values() if isinstance(columns, dict) else columns
+    return "| " + " | ".join(_text(cell(row) if callable(cell) else row.get(cell)) for cell in cells) + " |"
 
 
 def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def write_csv(rows: Sequence[dict], path: str | Path, columns: Sequence[str] | None = None) -> Path:
-    """Write rows as CSV (parent folders created). columns: the header (keys not in it are left out);
-    None: every key, in the order first seen."""
+def write_csv(rows: Sequence[dict], path: str | Path, columns: Sequence[str] | None = None, *,
+              append: bool = False) -> Path:
+    """Write rows as CSV (parent folders created). columns: the header (keys not in it are left out, missing
+    ones are empty cells); None: every key, in the order first seen. append=True adds the rows to the end of
+    an existing file, writing the header only where the file is new or empty (for results written the moment
+    each row is measured)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
-        writer.writeheader()
+    new = not append or not path.exists() or path.stat().st_size == 0
+    with open(path, "a" if append else "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore", restval="")
+        if new:
+            writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+class RowWriter:
+    """Tables written row by row, each row on disk the moment it exists: OUT/<name>.csv (header: `columns[name]`)
+    and a section "## <name>" of one markdown report holding every table. Each table's CSV starts afresh with
+    its first row of this writer; the report is only ever appended to (`note` adds free text)."""
+
+    def __init__(self, out: str | Path, columns: dict[str, Sequence[str]], report: str = "report.md"):
+        self.out, self.columns, self.started = Path(out), columns, set()
+        self.report = self.out / report
+
+    def note(self, text: str) -> None:
+        """Append a line (or lines) of markdown to the report."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.report, "a") as f:
+            f.write(text + "\n")
+
+    def row(self, name: str, row: dict) -> None:
+        """Append row to table `name`: its CSV line and its markdown line (keys outside the columns are left out)."""
+        columns = self.columns[name]
+        if name not in self.started:  # this run's first row: a new CSV and a new section
+            self.started.add(name)
+            write_csv([], self.out / f"{name}.csv", columns)
+            self.note(f"\n## {name}\n\n{markdown_header(columns)}")
+        write_csv([row], self.out / f"{name}.csv", columns, append=True)
+        self.note(markdown_row(row, columns))
 
 
 # ----------------------------------------------------------------------------- benchmark rows

@@ -4,7 +4,8 @@ Block sizes: BLOCK_L and BLOCK_D follow the shapes (`line_blocks`: the whole lin
 BLOCK_I and num_warps are autotuned on a GPU among the configs that fit the line (`gpu_configs`), fixed in the
 interpreter (it runs every program in Python). The launchers in `triton_kernel` (`stage_forward`, `stage_backward`,
 read in notebook 08 beside the kernels) launch through `_launch` the kernels wrapped by `_tuned`, with the
-parameters as `StageParams` views and the values as `_values_6d` views.
+parameters as `StageParams` views and the values as `values_6d` views. `compiled_variants` lists what a
+kernel compiled (registers, spills), for the GPU check.
 """
 
 from __future__ import annotations
@@ -101,9 +102,23 @@ def _launch(kernel, grid, args: tuple, consts: dict) -> None:
         kernel[grid](*args, **consts)
 
 
-def _values_6d(t: Tensor, grid: tuple[int, int]) -> Tensor:
+def values_6d(t: Tensor, grid: tuple[int, int]) -> Tensor:
     """(B, heads, N, d) → the (B, heads, H, W, 1, d) view, channel stride 1 (copied only if it is not)."""
     if t.stride(-1) != 1:
         t = t.contiguous()
     return t.unflatten(2, grid).unsqueeze(4)
 
+
+
+def compiled_variants(kernel) -> list[dict]:
+    """One dict per variant of `kernel` (a launched kernel of `triton_kernel`: autotuned or plain) compiled in this
+    process: name, num_warps, registers per thread and spilled bytes as the driver reports them once a variant is
+    loaded ("?" where this Triton does not say). Reads Triton's JIT caches, whose layout differs between versions:
+    callers treat an exception as "not available"."""
+    fn = getattr(kernel, "fn", kernel)  # the autotuner wraps the JIT function
+    rows = []
+    for device_cache in getattr(fn, "device_caches", {}).values():
+        for compiled in device_cache[0].values():  # (kernel cache, …) per device: {specialization key: kernel}
+            rows.append(dict(kernel=fn.__name__, warps=getattr(getattr(compiled, "metadata", None), "num_warps", "?"),
+                             registers=getattr(compiled, "n_regs", "?"), spills=getattr(compiled, "n_spills", "?")))
+    return rows

@@ -67,7 +67,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .roofline import H200, Peaks, Roofline, roofline  # noqa: F401  (the names this module used to define)
-from .triton_host import INTERPRET, StageParams, _dot_precision, _launch, _tuned, _values_6d, line_blocks
+from .triton_host import INTERPRET, StageParams, _dot_precision, _launch, _tuned, line_blocks, values_6d
 
 # Weights whose base-2 exponent (ℓ − max ℓ)·log2(e) is below this are exactly 0: the same cutoff as the torch
 # reference's `ssog_lab.ops.reference.TAIL_LOG2_CUTOFF[torch.float32]` (2^-50 ≈ 9e-16, far below float32
@@ -393,7 +393,7 @@ class SSoGFunction(torch.autograd.Function):
         row_stage, col_stage = Stage(0, grid), Stage(1, grid)
         p_col = StageParams.of(col_stage, mu, sigma, None)
         p_row = StageParams.of(row_stage, mu, sigma, amp)
-        v6 = _values_6d(v, grid)  # (B, heads, H, W, 1, d)
+        v6 = values_6d(v, grid)  # (B, heads, H, W, 1, d)
         z = v.new_empty(b, heads, *grid, atoms, d)  # (B, heads, H, W, M, d)
         y = v.new_empty(b, heads, *grid, 1, d)  # (B, heads, H, W, 1, d)
         norm_col = stage_forward(col_stage, v6, z, p_col, heads)  # (B, heads, H, W, M)
@@ -410,7 +410,7 @@ class SSoGFunction(torch.autograd.Function):
         row_stage, col_stage = Stage(0, ctx.grid), Stage(1, ctx.grid)
         p_col = StageParams.of(col_stage, mu, sigma, None)
         p_row = StageParams.of(row_stage, mu, sigma, amp)
-        dy6 = _values_6d(dy, ctx.grid)  # (B, heads, H, W, 1, d): the same dY for every atom
+        dy6 = values_6d(dy, ctx.grid)  # (B, heads, H, W, 1, d): the same dY for every atom
         dz = torch.empty_like(z)  # (B, heads, H, W, M, d)
         g_row = stage_backward(row_stage, dy6, z, dz, norm_row, p_row, heads)  # (B, heads, H, W, M, 3)
         dv6 = torch.empty(b, heads, height, width, 1, d, device=z.device, dtype=z.dtype)
