@@ -3,6 +3,7 @@ codes (no timing asserts)."""
 
 import csv
 import platform
+from pathlib import Path
 
 import pytest
 import torch
@@ -176,6 +177,8 @@ def test_gpu_check_cases_inputs_and_predictions_without_a_gpu():
     assert [(r["heads"], r["d"], r["dtype"]) for r in rows][:2] == [(24, 8, "bfloat16"), (24, 8, "float32")]
     assert all(r["pred_fwd_ms"] > 0 and r["pred_bwd_bound"] in ("memory", "dot", "fp32", "exp", "issue") for r in rows)
     assert gpu.prediction_markdown(rows).splitlines()[2].startswith("| 24 heads × d 8 | bf16 | ")
+    readme = Path(__file__).resolve().parents[1] / "docs" / "results" / "gpu" / "README.md"
+    assert gpu.prediction_markdown(rows) in readme.read_text()  # the published table is the library's
 
 
 @pytest.mark.parametrize("field, value", [("batch", 0), ("repeats", 0), ("ode_steps", 0), ("resolution", -1),

@@ -350,17 +350,21 @@ def compilations_of(cases) -> dict:
 
 def test_gpu_check_compilations_stay_under_the_bound():
     """Σ over distinct specializations of the pruned autotune configs ≤ COMPILE_BOUND, for the operator cases and
-    the model runs (token-major dY, as the mixer's output projection returns it) of one GPU-check run."""
+    the model runs (token-major dY, as the mixer's output projection returns it) of one GPU-check run; each model
+    case has its mixer's shipped shape (ViT-Tiny: fixed SSoG 24 heads × 8, steered SSoG 4 heads × 48)."""
     from ssog_lab.models import PRESETS, ViTConfig
 
     gpu_check = _gpu_check_module()
-    config = ViTConfig(**PRESETS["tiny"], mixer="ssog")
-    model_cases = [dict(batch=b, heads=config.ssog_heads, d=config.dim // config.ssog_heads,
-                        grid=(r // config.patch_size, r // config.patch_size), steered=s, dtype="bfloat16",
-                        token_major_dy=True) for r, b in gpu_check.MODEL_RUNS for s in (False, True)]
+    configs = {s: ViTConfig(**PRESETS["tiny"], mixer="ssog-steered" if s else "ssog") for s in (False, True)}
+    assert [(c.ssog_heads, c.dim // c.ssog_heads) for c in configs.values()] == [(24, 8), (4, 48)]
+    model_cases = [dict(batch=b, heads=c.ssog_heads, d=c.dim // c.ssog_heads,
+                        grid=(r // c.patch_size, r // c.patch_size), steered=s, dtype="bfloat16",
+                        token_major_dy=True) for r, b in gpu_check.MODEL_RUNS for s, c in configs.items()]
     seen = compilations_of(gpu_check.operator_cases() + model_cases)
     total = sum(seen.values())
     assert 0 < total <= gpu_check.COMPILE_BOUND, (total, len(seen))
+    readme = (ROOT / "docs" / "results" / "gpu" / "README.md").read_text()  # says the bound and this count
+    assert f"`COMPILE_BOUND` = {gpu_check.COMPILE_BOUND}" in readme and f"give {total} for this run" in readme
     # and strides do not multiply compilations: two batch sizes of one shape specialize alike
     case = dict(heads=3, d=64, grid=(14, 14), steered=True, dtype="float32")
     assert compilations_of([{**case, "batch": 2}]).keys() == compilations_of([{**case, "batch": 64}]).keys()
