@@ -412,6 +412,22 @@ def test_auto_backend_keeps_cpu_and_fixed_parameters_on_torch():
     assert not _triton_pays_off(v.double(), steered=False)
 
 
+def test_auto_backend_sends_cuda_float64_to_torch(monkeypatch):
+    """The rule on CUDA, without one: a stand-in for a CUDA tensor, CUDA reported available, triton importable
+    (stubbed where it is not installed). float32/bfloat16/float16 steered go to Triton; float64 and fixed stay."""
+    import sys
+    import types
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "triton", sys.modules.get("triton") or types.ModuleType("triton"))
+    on_cuda = lambda dtype: types.SimpleNamespace(is_cuda=True, dtype=dtype, device=torch.device("cuda"))
+    assert ops.triton_available("cuda")
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):  # the stand-in does reach Triton …
+        assert ops._triton_pays_off(on_cuda(dtype), steered=True), dtype
+        assert not ops._triton_pays_off(on_cuda(dtype), steered=False), dtype
+    assert not ops._triton_pays_off(on_cuda(torch.float64), steered=True)  # … but never in float64
+
+
 def test_triton_backend_refused_where_it_cannot_run(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="backend='triton' cannot run"):
