@@ -315,6 +315,7 @@ class CheckRun:
         self.cases = operator_cases()
 
     def out_of_time(self) -> bool:
+        """True once more than budget_s seconds have passed since the run started: no new case starts."""
         return time.perf_counter() - self.start > self.budget_s
 
     def operator_section(self, section: str, grids: Sequence[tuple[int, int]]) -> None:
@@ -371,10 +372,11 @@ def run_gpu_check(out: str | Path, budget_s: float = 270.0) -> int:
     return 0 if run.all_ok else 1
 
 
-def prediction_rows(batch: int = 64, grid: tuple[int, int] = (64, 64), head_configs=HEAD_CONFIGS,
-                    steered: bool = True) -> list[dict]:
-    """The roofline's prediction of one SSoG layer (M = ATOMS) per head configuration and dtype, beside flash's
-    (FA2 rates) on the same (B, heads, N, d): milliseconds, and the bound that sets each pass. No GPU needed."""
+def prediction_rows(batch: int = 64, grid: tuple[int, int] = (64, 64),
+                    head_configs: Sequence[tuple[int, int]] = HEAD_CONFIGS, steered: bool = True) -> list[dict]:
+    """The roofline's prediction of one SSoG layer (M = ATOMS; grid (H, W) in tokens; head_configs (heads, d)
+    pairs) per head configuration and dtype, beside flash's (FA2 rates) on the same (B, heads, N, d): the columns
+    of `predictions` (milliseconds, and the bound that sets each pass) after the LABEL ones. No GPU needed."""
     rows = []
     for heads, d in head_configs:
         for dtype_name in ("bfloat16", "float32"):
@@ -384,7 +386,7 @@ def prediction_rows(batch: int = 64, grid: tuple[int, int] = (64, 64), head_conf
 
 
 def prediction_markdown(rows: list[dict]) -> str:
-    """The prediction table of docs/results/gpu/README.md from `prediction_rows`."""
+    """The prediction table of docs/results/gpu/README.md from `prediction_rows`: milliseconds per pass."""
     dtype = {"bfloat16": "bf16", "float32": "fp32"}
     return markdown_table(rows, {
         "shape": lambda r: f"{r['heads']} heads × d {r['d']}", "dtype": lambda r: dtype[r["dtype"]],
