@@ -56,7 +56,8 @@ class ViTConfig:
                ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
                              for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
                              weight work grows with the head count while the contraction does not. One mixer,
-                             C = 192, M = 4, batch 1, one thread, forward, ms (SDPA with 3 heads alongside):
+                             C = 192, M = 4, batch 1, one thread, forward, ms (SDPA with 3 heads alongside; AMD
+                             EPYC host, 2026-12-02; the operator alone on the Intel host: docs/results/operator_cpu.md):
                              64×64: SDPA 433, 24 heads 1173, 6 heads 178, 4 heads 88, 3 heads 79 (fixed, 24: 60);
                              14×14: SDPA 1.1, 24 heads 4.9, 6 heads 1.6, 4 heads 0.9, 3 heads 1.0 (fixed: 1.1;
                              0.53 with its matrices prepared once, without autograd).
