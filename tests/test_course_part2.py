@@ -56,7 +56,7 @@ def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
     assert not re.search(r"\b24 (steered )?heads\b", text)  # steered SSoG's default head count changed
 
 
-def test_the_implementation_solutions_of_05_are_accepted_and_their_slips_rejected():
+def test_the_implementation_solutions_of_04_are_accepted_and_their_slips_rejected():
     """The folded ```python solutions of 04 set answer_4 / answer_5; the check accepts them, and rejects a step
     that forgets h or takes a full step where half a step belongs."""
     from ssog_lab import viz
