@@ -108,13 +108,13 @@ def test_ledger_scores_accuracy_only_on_the_papers_setting(tmp_path):
         tmp_path))
 
 
-def bench_csv(path, ssog_params):
-    header = "depth,mixer,mode,resolution,tokens,params,images_per_s,peak_mb,status,device"
+def bench_csv(path, ssog_params, ssog_speed=3.0, cpu_model="CPU A"):
+    header = "depth,mixer,mode,resolution,tokens,params,images_per_s,peak_mb,status,device,cpu_model"
     lines = [header]
     for mixer, speed, memory, n in (("sdpa", 1.0, 100.0, params("tiny", "ode", "sdpa")),
                                     ("sdpa-math", 0.5, 500.0, params("tiny", "ode", "sdpa-math")),
-                                    ("ssog", 3.0, 150.0, ssog_params)):
-        lines.append(f"ode,{mixer},infer,1024,4096,{n},{speed},{memory},ok,cpu")
+                                    ("ssog", ssog_speed, 150.0, ssog_params)):
+        lines.append(f"ode,{mixer},infer,1024,4096,{n},{speed},{memory},ok,cpu,{cpu_model}")
     path.mkdir(parents=True)
     (path / "bench.csv").write_text("\n".join(lines) + "\n")
 
@@ -134,6 +134,15 @@ def test_ledger_names_the_memory_baseline_and_refuses_stale_benchmarks(tmp_path)
     bench_csv(stale / "scaling_cpu", 12345)
     speed = next(r for r in viz.claims_ledger(stale) if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
     assert speed["verdict"] == "not measured" and "no longer builds" in speed["measured"]
+
+
+def test_a_claim_met_on_one_host_and_missed_on_another_is_missed(tmp_path):
+    bench_csv(tmp_path / "scaling_cpu", params("tiny", "ode", "ssog"), ssog_speed=2.0, cpu_model="CPU B")
+    bench_csv(tmp_path / "scaling_cpu_amd", params("tiny", "ode", "ssog"), ssog_speed=3.0, cpu_model="CPU A")
+    speed = next(r for r in viz.claims_ledger(tmp_path) if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
+    assert speed["verdict"] == "missed"
+    assert speed["measured"] == "2.00× on CPU B (missed); 3.00× on CPU A (met)"
+    assert "scaling_cpu/bench.csv" in speed["source"] and "scaling_cpu_amd/bench.csv" in speed["source"]
 
 
 def test_ledger_markdown_is_one_table_and_the_summary():

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import torch
 
-from .. import bench, models
+from .. import models
 from ..bench.config import depth_of
-from .scaling import PAPER_CLAIMS
+from .scaling import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
 VERDICTS = ("met", "missed", "proxy", "not measured")
@@ -215,11 +215,6 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
 
 
-def _bench_rows(results_dir: Path) -> list[tuple[str, list[dict]]]:
-    files = sorted(results_dir.glob("gpu/**/bench.csv")) + sorted(results_dir.glob("scaling_*/bench.csv"))
-    return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
-
-
 def _bench_current(row: dict) -> bool:
     """Whether a stored benchmark row's model has the parameter count today's code builds (default classes)."""
     try:
@@ -296,8 +291,26 @@ def _accuracy_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
+def _speed_row(text: str, variant: str, found: list[tuple[str, dict, float]], good) -> dict:
+    """One ledger row from every host's measurement: met only where every current host meets the claim, and
+    the text says which host missed it (a claim that holds on one CPU and not another is not met)."""
+    if not found:
+        return _row(text, variant, "no stored measurement at 4,096 tokens", "not measured",
+                    "docs/results/scaling_*, gpu/")
+    current = [(s, r, v) for s, r, v in found if _bench_current(r)]
+    if not current:
+        source, row, value = found[0]
+        return _row(text, variant, f"{NOT_CURRENT} (stored {value:.2f}× on {host_label([row])}, a model of "
+                    f"{int(row['params']):,} parameters that today's code no longer builds)", "not measured", source)
+    verdicts = ["met" if good(v) else "missed" for _, _, v in current]
+    measured = "; ".join(f"{v:.2f}× on {host_label([r])}" + (f" ({w})" if len(set(verdicts)) > 1 else "")
+                         for (_, r, v), w in zip(current, verdicts, strict=True))
+    return _row(text, variant, measured, "met" if set(verdicts) == {"met"} else "missed",
+                "`, `".join(s for s, _, _ in current))
+
+
 def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
-    files = _bench_rows(results_dir)
+    files = committed_runs(results_dir)
     rows = []
     for claim in PAPER_CLAIMS:
         depth = depth_of(claim)
@@ -309,28 +322,9 @@ def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
             target = claim[wanted]
             text = (f"{depth}: throughput ≥ {target:.2f}× dense attention at 1024² (4,096 tokens)" if wanted == "speed"
                     else f"{depth}: peak memory ≤ {target:.2f}× dense attention at 1024², vs {baseline}")
+            good = (lambda v, t=target: v >= t) if wanted == "speed" else (lambda v, t=target: v <= t)
             for mixer, variant in VARIANTS.items():
-                found = None
-                for source, stored in files:
-                    ok = {id(r) for r in stored if r.get("status") == "ok"}
-                    for row, ratio in zip(stored, bench.ratio_table(stored), strict=True):
-                        if id(row) in ok and ratio["mixer"] == mixer and ratio["depth"] == depth and \
-                                ratio["mode"] == "infer" and int(row.get("tokens") or 0) == tokens and \
-                                ratio[key] is not None:
-                            found = found or (source, row, ratio[key])
-                if found is None:
-                    rows.append(_row(text, variant, "no stored measurement at 4,096 tokens", "not measured",
-                                     "docs/results/scaling_*, gpu/"))
-                    continue
-                source, row, value = found
-                measured = f"{value:.2f}× on {row.get('cpu_model') or row.get('device', '?')}"
-                if not _bench_current(row):
-                    rows.append(_row(text, variant, f"{NOT_CURRENT} (stored {measured}, a model of "
-                                     f"{int(row['params']):,} parameters that today's code no longer builds)",
-                                     "not measured", source))
-                    continue
-                good = value >= target if wanted == "speed" else value <= target
-                rows.append(_row(text, variant, measured, "met" if good else "missed", source))
+                rows.append(_speed_row(text, variant, stored_ratios(files, mixer, depth, key, tokens), good))
     return rows
 
 

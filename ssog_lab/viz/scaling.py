@@ -49,6 +49,28 @@ def host_label(rows: list[dict]) -> str:
     return ", ".join(sorted(names))
 
 
+def committed_runs(results_dir: Path) -> list[tuple[str, list[dict]]]:
+    """(path from the repository root, rows) of the committed benchmark runs: the GPU runs, then each CPU host of
+    CPU_RESULTS (superseded runs left out)."""
+    files = sorted(results_dir.glob("gpu/**/bench.csv")) + [results_dir / f / "bench.csv" for f in CPU_RESULTS]
+    files = [f for f in files if f.is_file()]
+    return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
+
+
+def stored_ratios(files: list[tuple[str, list[dict]]], mixer: str, depth: str, key: str, tokens: int
+                  ) -> list[tuple[str, dict, float]]:
+    """(source, row, ratio) of every stored run (one per file, i.e. per host) that measured `mixer` in `depth`
+    at `tokens` tokens, inference, status ok."""
+    found = []
+    for source, stored in files:
+        for row, ratio in zip(stored, bench.ratio_table(stored), strict=True):
+            if row.get("status") == "ok" and ratio["mixer"] == mixer and ratio["depth"] == depth and \
+                    ratio["mode"] == "infer" and int(row.get("tokens") or 0) == tokens and ratio[key] is not None:
+                found.append((source, row, ratio[key]))
+                break
+    return found
+
+
 def stored_sources(results_dir: str | Path, folders: tuple[str, ...] = CPU_RESULTS) -> dict[str, list[dict]]:
     """The committed benchmark runs, name -> rows: each of `folders` under `results_dir` that holds a bench.csv
     (the CPU hosts), then every docs/results/gpu/**/bench.csv. A name is the host the rows record
