@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import __version__, ops
+from ..style import series_colour
 from ._base import LiveFigure
 from .atoms import KERNEL_PRESETS
 from .common import as_array, atoms_from_lists, fast_mode, heatmap, image_axes, photo_grid
@@ -110,7 +111,7 @@ def ssog_vs_attention_widget(name: str = "astronaut", size: int | None = None, p
         figure.add_trace(heatmap(torch.zeros(grid), colorbar={"x": right + 0.005, "len": 0.8, "thickness": 12,
                                                              "title": "weight"}, **scale), row=1, col=col)
     for col in (1, 2, 3):
-        figure.add_trace(go.Scatter(mode="markers", marker={"symbol": "x", "size": 11, "color": "#2ca02c",
+        figure.add_trace(go.Scatter(mode="markers", marker={"symbol": "x", "size": 11, "color": series_colour(2),
                                                             "line": {"width": 2}}, showlegend=False), row=1, col=col)
     figure.update_layout(height=380, width=1040, margin={"t": 40, "b": 30})
     image_axes(figure, ticks=True)

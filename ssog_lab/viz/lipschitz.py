@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from .. import lipschitz, ode, ops
 from ..layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
-from ..style import OPERATOR_COLOURS
+from ..style import OPERATOR_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
@@ -53,7 +53,7 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
                            subplot_titles=("‖K‖₂ and its bound", "column sums of K (input token's total weight)"))
     # A dot plot, not bars: the four values are close to each other, and bars from 0 would hide their gaps.
     figure.add_trace(go.Scatter(x=names, mode="markers+text", textposition="top center", texttemplate="%{y:.4f}",
-                                marker={"size": 14, "color": ["#1f77b4", "#aec7e8", "#2ca02c", "#7f7f7f"]}),
+                                marker={"size": 14, "color": [series_colour(i) for i in range(len(names))]}),
                      row=1, col=1)
     figure.add_trace(heatmap(torch.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02}), row=1, col=2)
     figure.update_layout(height=400, width=900, showlegend=False, margin={"t": 40})
@@ -242,9 +242,9 @@ def picard_widget(max_iterations: int = 12, end_time: float = 2.0, points: int =
         figure.add_trace(go.Scatter(mode="lines", line={"color": "black", "dash": "dash", "width": 2},
                                     name="exact solution", showlegend=j == 0, legendgroup="exact"))
     for j in range(len(shown)):
-        figure.add_trace(go.Scatter(mode="lines", line={"color": "#d62728", "width": 3},
+        figure.add_trace(go.Scatter(mode="lines", line={"color": series_colour(3), "width": 3},
                                     name="iterate k", showlegend=j == 0, legendgroup="k"))
-    figure.add_trace(go.Scatter(mode="lines", line={"color": "#1f77b4", "width": 1}, opacity=0.5,
+    figure.add_trace(go.Scatter(mode="lines", line={"color": series_colour(0), "width": 1}, opacity=0.5,
                                 name="iterates 0 … k−1", connectgaps=False))
     figure.update_layout(height=440, width=800, xaxis_title="t", yaxis_title="x(t)", margin={"t": 30})
 
