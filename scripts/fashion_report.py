@@ -230,15 +230,16 @@ def tuning_section(root: Path, tuning: list[SweepRun]) -> list[str]:
         summary = read_json(run_folder(root, run) / "summary.json")
         failure = read_json(run_folder(root, run) / "failed.json")
         if summary is not None or failure is not None:
+            host = (read_json(run_folder(root, run) / "run.json") or {}).get("machine") or {}
             rows.append({**run.labels, "val": f"{100 * summary['val_accuracy']:.2f}" if summary else
-                         f"failed (exit {failure['returncode']})"})
+                         f"failed (exit {failure['returncode']})", "machine": host.get("cpu_model", "not recorded")})
     if not rows:
         return ["No tuning trial has finished yet."]
     columns = {"mixer": "mixer", "trial": "trial",
                "hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
-                                                       if k not in ("mixer", "trial", "val")),
-               "validation accuracy %": "val"}
-    return [f"{len(rows)} of {len(tuning)} trials finished.", "", markdown_table(rows, columns, align="lrlr")]
+                                                       if k not in ("mixer", "trial", "val", "machine")),
+               "validation accuracy %": "val", "trained on (run.json)": "machine"}
+    return [f"{len(rows)} of {len(tuning)} trials finished.", "", markdown_table(rows, columns, align="lrlrl")]
 
 
 PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),

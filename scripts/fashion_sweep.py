@@ -51,6 +51,7 @@ import fashion_measure  # noqa: E402
 import fashion_report  # noqa: E402
 
 from ssog_lab import data  # noqa: E402
+from ssog_lab.bench.measure import machine  # noqa: E402
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
@@ -226,6 +227,7 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             print(shlex.join(command(root, run)))
         return 0
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    host = {**{k: v for k, v in machine().items() if k in ("cpu_model", "cpu_vendor", "cpu_flags")}, "threads": 1}
     active: list[tuple[Run, subprocess.Popen, float]] = []
     failed = 0
     while pending or active:
@@ -236,7 +238,7 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
             record = {"command": shlex.join(argv), "commit": _commit(), "started": time.strftime("%Y-%m-%d %H:%M UTC",
-                      time.gmtime()), "train_images": run.train_images, "labels": run.labels}
+                      time.gmtime()), "machine": host, "train_images": run.train_images, "labels": run.labels}
             (folder / "run.json").write_text(json.dumps(record, indent=1) + "\n")
             log(f"start {run.phase}/{run.name}: {shlex.join(argv)}")
             with open(folder / "train.log", "a") as out:

@@ -125,7 +125,9 @@ def test_executor_runs_two_at_a_time_logs_and_counts_failures(tmp_path, monkeypa
     assert (root / "main/discrete/sdpa/s0/summary.json").is_file() and (root / "main/discrete/sdpa/s1/summary.json"
                                                                        ).is_file()
     assert any("FAILED (exit 3) main/discrete/sdpa/s2" in line for line in lines)
-    assert json.loads((root / "main/discrete/sdpa/s0/run.json").read_text())["train_images"] == 60_000
+    record = json.loads((root / "main/discrete/sdpa/s0/run.json").read_text())
+    assert record["train_images"] == 60_000
+    assert record["machine"]["threads"] == 1 and record["machine"]["cpu_model"]  # where the run trained
     assert json.loads((root / "main/discrete/sdpa/s2/failed.json").read_text()) == {"returncode": 3}
     lines.clear()
     assert sweep.execute(root, runs, 2, False, lines.append) == 0  # done and failed runs are not run again
