@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ssog_lab import ops
+from ssog_lab.bench.subnormals import count_subnormal
 from ssog_lab.ops import reference as ref
 from ssog_lab.ops.reference import ssog_reference
 
@@ -150,10 +151,6 @@ def test_edges_of_the_domain_match_the_definition(dtype, steered):
                                                   dtype=dtype), rtol=0, atol=0)
 
 
-def _subnormal(t: torch.Tensor) -> int:
-    return int(((t != 0) & (t.abs() < torch.finfo(t.dtype).tiny)).sum()) if t.is_floating_point() else 0
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("steered", [False, True])
 @pytest.mark.parametrize("dense", [False, True])
@@ -182,7 +179,7 @@ def test_no_subnormal_weights_intermediates_or_gradients(dtype, steered, dense):
             *(t.to(ref._compute_dtype(dtype)) for t in inputs[1:3]), grid)
     tensors = [y, *weights, *saved, *(t.grad for t in inputs)]
     assert len(saved) >= 5
-    assert [_subnormal(t) for t in tensors] == [0] * len(tensors)
+    assert [count_subnormal(t) for t in tensors] == [0] * len(tensors)
     assert all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
     assert any(bool((w == 0).any()) for w in weights)  # the tails are there, cut to exact zeros
     if dtype == torch.float64:  # the steered brute force on 128-long axes would take seconds: the dense path
@@ -195,7 +192,7 @@ def test_no_subnormal_weights_intermediates_or_gradients(dtype, steered, dense):
 def test_dense_kernel_with_a_tiny_amplitude_has_no_subnormal_entries():
     """α = 1e-30 times two kept weights (each ≥ 2^-56) falls below float32's smallest normal: flushed to 0."""
     k = ops.dense_kernel(torch.zeros(1, 1, 2), torch.full((1, 1, 2), 0.8), torch.full((1, 1), 1e-30), (6, 6))
-    assert _subnormal(k) == 0 and bool((k == 0).any()) and bool((k > 0).any())
+    assert count_subnormal(k) == 0 and bool((k == 0).any()) and bool((k > 0).any())
 
 
 @pytest.mark.parametrize("steered", [False, True])
