@@ -97,6 +97,8 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
     finals = sweep.final_runs(sweep.Recipe(), sweep.Recipe(epochs=sweep.PATCH2_EPOCHS), [0, 1, 2],
                               sweep.best_hyper(root, tuning),
                               sweep.data.FASHION_MNIST_ROOT)
+    seeds = [run.labels["seed"] for run in finals]
+    assert seeds == sorted(seeds) and finals[0].phase == "main", "seed by seed, each seed's phases in order"
     (root / "main" / finals[0].name).mkdir(parents=True)
     (root / "main" / finals[0].name / "checkpoint.pt").write_bytes(b"")
     write_summary(root, finals[1], test_accuracy=0.8)
