@@ -192,19 +192,26 @@ class AxialSDPAMixer(_AttentionBase):
     output, so after two stages every token has seen the whole grid, as in SSoG's two axial stages.
     """
 
+    @staticmethod
+    def col_stage(t: Tensor, grid: tuple[int, int]) -> Tensor:
+        """One sequence per image row: (B, heads, N, d) -> (B, heads·H, W, d)."""
+        b, heads, _, d = t.shape
+        return t.reshape(b, heads * grid[0], grid[1], d)
+
+    @staticmethod
+    def row_stage(t: Tensor, grid: tuple[int, int]) -> Tensor:
+        """One sequence per image column: (B, heads, N, d) -> (B, heads·W, H, d)."""
+        b, heads, _, d = t.shape
+        height, width = grid
+        return t.reshape(b, heads, height, width, d).transpose(2, 3).reshape(b, heads * width, height, d)
+
     def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:
         _check_input(x, self.dim, grid)
         height, width = grid
         q, k, v = self._project(x)  # (B, heads, N, d)
         b, heads, n, d = q.shape
-
-        def col_stage(t: Tensor) -> Tensor:  # one sequence per image row: (B, heads, N, d) -> (B, heads·H, W, d)
-            return t.reshape(b, heads * height, width, d)
-
-        def row_stage(t: Tensor) -> Tensor:  # one sequence per image column: (B, heads, N, d) -> (B, heads·W, H, d)
-            return t.reshape(b, heads, height, width, d).transpose(2, 3).reshape(b, heads * width, height, d)
-
-        z = self._attend(col_stage(q), col_stage(k), col_stage(v)).reshape(b, heads, n, d)  # stage 1: c → c'
-        y = self._attend(row_stage(q), row_stage(k), row_stage(z))  # (B, heads·W, H, d), stage 2: r → r'
+        col, row = self.col_stage, self.row_stage
+        z = self._attend(col(q, grid), col(k, grid), col(v, grid)).reshape(b, heads, n, d)  # stage 1: c → c'
+        y = self._attend(row(q, grid), row(k, grid), row(z, grid))  # (B, heads·W, H, d), stage 2: r → r'
         y = y.reshape(b, heads, width, height, d).transpose(2, 3).reshape(b, heads, n, d)
         return self.proj(_merge_heads(y))  # (B, N, C)

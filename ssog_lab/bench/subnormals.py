@@ -41,12 +41,8 @@ def attention_probabilities(mixer: _AttentionBase, x: Tensor, grid: tuple[int, i
     scale = 1.0 / math.sqrt(q.shape[-1])
     if isinstance(mixer, SDPAMixer):
         return [torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1)]  # (B, heads, N, N)
-    b, heads, n, d = q.shape
-    height, width = grid
-    along_rows = q.reshape(b, heads * height, width, d), k.reshape(b, heads * height, width, d)
-    by_column = (t.reshape(b, heads, height, width, d).transpose(2, 3).reshape(b, heads * width, height, d)
-                 for t in (q, k))
-    return [torch.softmax(qq @ kk.transpose(-1, -2) * scale, dim=-1) for qq, kk in (along_rows, tuple(by_column))]
+    stages = ((stage(q, grid), stage(k, grid)) for stage in (AxialSDPAMixer.col_stage, AxialSDPAMixer.row_stage))
+    return [torch.softmax(qq @ kk.transpose(-1, -2) * scale, dim=-1) for qq, kk in stages]
 
 
 @torch.no_grad()
