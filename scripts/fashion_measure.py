@@ -5,8 +5,9 @@ nfe    dopri5's number of function evaluations (NFE) for each trained ODE model 
        batch (torchdiffeq's error norm is taken over the whole batch state, as at inference), counted by the
        model itself (`ViT.nfe`). Written to RUN/nfe.json right after the run finishes, because checkpoints
        are not committed; a finished run whose checkpoint is still there gets it on a later call.
-speed  inference throughput (images/s) of every configuration (mixer × depth × patch, with its tuned
-       hyper-parameters) at the models' own 28² and at 4× (112², same patch), one single-thread process per
+speed  inference throughput (images/s) of every model the sweep trains (the final configurations and the
+       tuning trials' heads/atoms, so that tuning has a speed–accuracy table) at the models' own 28² and at 4×
+       (112², same patch), one single-thread process per
        configuration through the benchmark's runner (`ssog_lab.bench.run_in_subprocess`), untrained weights
        (speed does not depend on them). Rows go to speed.csv through the benchmark's CSV writer.
 """
@@ -143,32 +144,46 @@ def nfe_step(root: Path, runs: Iterable[SweepRun], data_dir: Path, log: Callable
 
 # ------------------------------------------------------------------------------------------ speed
 
-def speed_configs(runs: Iterable[SweepRun], batch: int = SPEED_BATCH,
-                  resolutions: tuple[int, ...] = SPEED_RESOLUTIONS) -> list[tuple[int, bench.BenchConfig]]:
-    """(patch, BenchConfig) per distinct (mixer, depth, patch) of `runs` and resolution: the model of the run's
-    own train command (`viz.claims.command_config`: preset, depth, mixer and every --set, with the data set's
-    channels and classes), inference, one thread, `batch` images."""
+def speed_model(run: SweepRun) -> tuple[str, str, str, int, dict]:
+    """(preset, depth, mixer, patch, model overrides) of a run's own train command (`viz.claims.command_config`:
+    preset, depth, mixer and every --set, with the data set's channels and classes): what its speed depends on."""
     from ssog_lab.viz.claims import command_config
 
+    preset, depth, mixer, overrides = command_config("python -m ssog_lab train " + shlex.join(run.argv))
+    return preset, depth, mixer, dict(overrides)["patch_size"], dict(overrides)
+
+
+def speed_model_key(run: SweepRun) -> tuple[str, str, int, str]:
+    """(depth, mixer, patch, the model's overrides as speed.csv stores them): the speed rows of `run`'s model
+    are those whose `speed_key` starts with it."""
+    _, depth, mixer, patch, model = speed_model(run)
+    model.pop("num_classes")
+    return depth, mixer, patch, json.dumps(model, sort_keys=True)
+
+
+def speed_configs(runs: Iterable[SweepRun], batch: int = SPEED_BATCH,
+                  resolutions: tuple[int, ...] = SPEED_RESOLUTIONS) -> list[tuple[int, bench.BenchConfig]]:
+    """(patch, BenchConfig) per distinct model of `runs` (`speed_model`: tuning trials with other heads or atoms
+    are models of their own) and resolution: inference, one thread, `batch` images."""
     out, seen = [], set()
     for run in runs:
-        preset, depth, mixer, overrides = command_config("python -m ssog_lab train " + shlex.join(run.argv))
-        model = dict(overrides)
-        key = (depth, mixer, model["patch_size"], json.dumps(model, sort_keys=True))
+        key = speed_model_key(run)
         if key in seen:
             continue
         seen.add(key)
+        preset, depth, mixer, patch, model = speed_model(run)
         classes = model.pop("num_classes")
-        out += [(key[2], bench.BenchConfig(preset=preset, depth=depth, mixer=mixer, resolution=resolution, batch=batch,
-                                           num_classes=classes, threads=1, ode_steps=1, overrides=model))
+        out += [(patch, bench.BenchConfig(preset=preset, depth=depth, mixer=mixer, resolution=resolution, batch=batch,
+                                          num_classes=classes, threads=1, ode_steps=1, overrides=model))
                 for resolution in resolutions]
     return out
 
 
 def speed_key(row: dict) -> tuple:
-    """What identifies a speed row: depth, mixer, patch, resolution, batch and the exact model."""
-    return (row["depth"], row["mixer"], int(row["patch"]), int(row["resolution"]), int(row["batch"]),
-            row["overrides"] if isinstance(row["overrides"], str) else json.dumps(row["overrides"], sort_keys=True))
+    """What identifies a speed row: depth, mixer, patch, the exact model (overrides), resolution and batch."""
+    return (row["depth"], row["mixer"], int(row["patch"]),
+            row["overrides"] if isinstance(row["overrides"], str) else json.dumps(row["overrides"], sort_keys=True),
+            int(row["resolution"]), int(row["batch"]))
 
 
 def read_speed(path: Path) -> list[dict]:

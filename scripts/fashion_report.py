@@ -6,7 +6,7 @@ their nfe.json files and speed.csv (scripts/fashion_measure.py):
   the same form with its std), parameters, training images/s, inference images/s at 28² and 112², and for
   ODE rows dopri5's NFE;
 - one table of accuracy beside inference speed (main and patch 2);
-- the inference measurements themselves and the tuning trials.
+- the inference measurements themselves and the tuning trials beside their models' inference speed.
 
 Every table is written by `ssog_lab.bench.report.markdown_table`. A section without data says so in one line,
 so the report runs at any stage of the sweep.
@@ -29,6 +29,8 @@ from fashion_measure import (
     read_json,
     read_speed,
     run_folder,
+    speed_key,
+    speed_model_key,
 )
 
 from ssog_lab.bench.report import markdown_table
@@ -69,8 +71,13 @@ def _nfe(root: Path, runs: list[SweepRun]) -> dict[float, list[int]]:
 
 
 def speed_index(rows: list[dict]) -> dict[tuple, dict]:
-    """speed.csv rows by (depth, mixer, patch, resolution); the last row of a configuration wins."""
-    return {(r["depth"], r["mixer"], r["patch"], r["resolution"]): r for r in rows}
+    """speed.csv rows by (depth, mixer, patch, model overrides, resolution); the last row of a model wins."""
+    return {speed_key(r)[:-1]: r for r in rows}
+
+
+def run_speed(run: SweepRun, speed: dict[tuple, dict] | None) -> dict[int, dict | None]:
+    """{resolution: the speed.csv row of `run`'s model (None when not measured)}."""
+    return {res: (speed or {}).get((*speed_model_key(run), res)) for res in SPEED_RESOLUTIONS}
 
 
 def _ok_speed(row: dict | None) -> float | None:
@@ -95,8 +102,7 @@ def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: d
                      "per_seed": accuracy, "parameters": members[0][1]["parameters"],
                      "images_per_s": statistics.mean(train_speed(root, r, s) for r, s in members),
                      "ode": labels["depth"] == "ode", "nfe": _nfe(root, [r for r, _ in members]),
-                     "infer": {res: (speed or {}).get((labels["depth"], labels["mixer"], labels["patch"], res))
-                               for res in SPEED_RESOLUTIONS}})
+                     "infer": run_speed(members[0][0], speed)})
     for row in rows:  # the difference of means to SDPA in the same form, with the std of that difference
         base = next((r for r in rows if r["mixer"] == "sdpa" and all(r[k] == row[k] for k in keys if k != "mixer")),
                     None)
@@ -223,8 +229,9 @@ def speed_section(speed_rows: list[dict]) -> list[str]:
     return [where, "", markdown_table(speed_rows, columns, align="llrrrrrrrl")]
 
 
-def tuning_section(root: Path, tuning: list[SweepRun]) -> list[str]:
-    """The tuning trials' validation accuracy (or failure); one line when none has finished."""
+def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] | None = None) -> list[str]:
+    """The tuning trials' validation accuracy (or failure) beside their models' inference speed (speed.csv): the
+    speed–accuracy table the models' defaults are read from. One line when no trial has finished."""
     rows = []
     for run in tuning:
         summary = read_json(run_folder(root, run) / "summary.json")
@@ -232,14 +239,18 @@ def tuning_section(root: Path, tuning: list[SweepRun]) -> list[str]:
         if summary is not None or failure is not None:
             host = (read_json(run_folder(root, run) / "run.json") or {}).get("machine") or {}
             rows.append({**run.labels, "val": f"{100 * summary['val_accuracy']:.2f}" if summary else
-                         f"failed (exit {failure['returncode']})", "machine": host.get("cpu_model", "not recorded")})
+                         f"failed (exit {failure['returncode']})", "machine": host.get("cpu_model", "not recorded"),
+                         "infer": run_speed(run, speed)})
     if not rows:
         return ["No tuning trial has finished yet."]
     columns = {"mixer": "mixer", "trial": "trial",
                "hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
-                                                       if k not in ("mixer", "trial", "val", "machine")),
-               "validation accuracy %": "val", "trained on (run.json)": "machine"}
-    return [f"{len(rows)} of {len(tuning)} trials finished.", "", markdown_table(rows, columns, align="lrlrl")]
+                                                       if k not in ("mixer", "trial", "val", "machine", "infer")),
+               "validation accuracy %": "val",
+               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS},
+               "trained on (run.json)": "machine"}
+    return [f"{len(rows)} of {len(tuning)} trials finished.", "",
+            markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
 
 
 PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
@@ -269,5 +280,5 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
     parts += ["## Accuracy beside inference speed", ""]
     parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
     parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
-    parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning), ""]
+    parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
     return "\n".join(parts)

@@ -14,9 +14,9 @@ Beside training (scripts/fashion_measure.py):
   nfe     each ODE run of main and patch2, as soon as it has finished: dopri5's NFE at rtol 1e-3 and 1e-5
           (atol = rtol) on the first 256 test images, into RUN/nfe.json (checkpoints are not committed, so it
           is measured while the checkpoint is there; a later call fills in any that a finished run lacks);
-  speed   once the final runs are done (no training beside it): inference images/s of every configuration at
-          28² and 112² (4×, the same patch), one single-thread `ssog_lab.bench` process each, into speed.csv
-          beside RUNS (a configuration already in it is skipped).
+  speed   once the final runs are done (no training beside it): inference images/s of every model (the final
+          configurations, then the tuning trials' other heads/atoms) at 28² and 112² (4×, the same patch), one
+          single-thread `ssog_lab.bench` process each, into speed.csv beside RUNS (one already there is skipped).
 The main, patch2 and horizon runs go seed by seed (all of seed 0 first), so a partial sweep covers every cell.
 Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
 marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
@@ -307,9 +307,9 @@ def nfe(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -
     return fashion_measure.nfe_step(args.runs, runs, args.data_dir, log, args.dry_run, commit=_commit())
 
 
-def speed(args: argparse.Namespace, finals: list[Run], log: Callable[[str], None]) -> int:
-    """The speed step (inference images/s of every configuration into speed.csv); returns rows not ok."""
-    return fashion_measure.speed_step(speed_path(args), finals, log, args.dry_run, args.retry_failed,
+def speed(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:
+    """The speed step (inference images/s of every model of `runs` into speed.csv); returns rows not ok."""
+    return fashion_measure.speed_step(speed_path(args), runs, log, args.dry_run, args.retry_failed,
                                       args.speed_batch)
 
 
@@ -333,7 +333,7 @@ def run_all(args: argparse.Namespace, tuning: list[Run], finals_of: Callable[[di
             failed += nfe(args, [run], log)
 
     failed += execute(args.runs, finals, args.jobs, args.dry_run, log, args.retry_failed, after=after)
-    failed += speed(args, finals, log)  # when no training runs beside it
+    failed += speed(args, finals + tuning, log)  # when no training runs beside it
     return 1 if failed else 0
 
 
@@ -360,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         if not finals:
             log(f"{args.action}: tuning not finished, so there are no configurations to measure yet")
             return 0
-        return 1 if (nfe if args.action == "nfe" else speed)(args, finals, log) else 0
+        failed = nfe(args, finals, log) if args.action == "nfe" else speed(args, finals + tuning, log)
+        return 1 if failed else 0
     return run_all(args, tuning, finals_of, log)
 
 

@@ -308,9 +308,13 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
         assert c.overrides == {**c.overrides, "image_size": 28, "patch_size": patch, "in_chans": 1, **model}
         assert (c.overrides.get("ode_method"), c.overrides.get("ode_step_size")) == (
             ("rk4", 4.0) if c.depth == "ode" else (None, None))
+    # The speed command also measures the tuning trials' other models (heads, atoms): tuning's speed side.
+    model_keys = ("heads", "ssog_heads", "atoms")
+    tried = {(t.labels["mixer"], *(t.labels.get(k) for k in model_keys)) for t in tuning}
+    chosen = {(m, *(hp.get(k) for k in model_keys)) for m, hp in hyper.items()}
     assert sweep.main(["speed", "--dry-run", "--runs", str(root)]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if " -m ssog_lab.bench --one " in line]
-    assert len(printed) == 32 and not (tmp_path / "speed.csv").exists()
+    assert len(printed) == 32 + 2 * len(tried - chosen) > 32 and not (tmp_path / "speed.csv").exists()
     assert bench.BenchConfig(**json.loads(shlex.split(printed[0])[-1])).overrides["image_size"] == 28
     path, calls, lines = tmp_path / "speed.csv", [], []
     assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls, fail=(1,))) == 1
@@ -384,7 +388,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     gaps = {(d, "ssog"): 2 for d in sweep.DEPTHS} | {(d, "ssog-steered"): 1 for d in sweep.DEPTHS}
     fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog-steered"): -1, ("looped", "axial"): -5})
     calls = []
-    measure.speed_step(speed, finals, lambda line: None, measure=stand_in_bench(calls))
+    measure.speed_step(speed, finals + tuning, lambda line: None, measure=stand_in_bench(calls))
     rows = measure.read_speed(speed)  # at 112²: SDPA 5 images/s, steered 4 (slower), fixed 30 (faster)
     for row in rows:
         if row["resolution"] == 112:
@@ -408,6 +412,10 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert goal_verdicts(text) == {("≥", "ssog"): "met", ("≥", "ssog-steered"): "missed",
                                    ("…", "ssog or ssog-steered"): "met", ("fixed", "ssog"): "met"}
     assert "a test CPU" in text.split("## Inference throughput")[1]
+    trials = [[x.strip() for x in line.strip("|").split("|")] for line in text.split("## Tuning")[1].splitlines()
+              if line.startswith("| ") and not line.startswith("| mixer")]
+    assert len(trials) == len(tuning) and all(t[5] == {"sdpa": "5", "axial": "6", "ssog": "30",
+                                                        "ssog-steered": "4"}[t[0]] for t in trials)
     (tmp_path / "accuracy_fashion.md").write_text(text)  # the claims ledger reads the phase tables, not the others
     stored = viz.accuracy_results(tmp_path)
     assert len(stored) == 12 + 4 + 2
