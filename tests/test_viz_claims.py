@@ -178,3 +178,21 @@ def test_mean_std_is_the_sample_std():
     mean, std = claims.mean_std([0.5, 0.6, 0.7])
     assert mean == pytest.approx(0.6) and std == pytest.approx(0.1)
     assert math.isnan(claims.mean_std([0.5])[1])
+
+
+def test_stored_nfe_table_compares_trained_ode_models_with_sdpa(tmp_path):
+    assert "No trained ODE model's NFE is committed yet" in viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
+    nfe_columns = "| dopri5 NFE, rtol 1e-3 | dopri5 NFE, rtol 1e-5 |"
+    lines = FASHION.splitlines()
+    lines[4] += nfe_columns[1:]
+    lines[5] += "---|---|"
+    for i, cells in ((6, "— | — |"), (9, "32.0 ± 2.0 | 80.0 | "), (10, "26.0 ± 0.0 | 80.0 (n = 2) |"), (11, "– | – |")):
+        lines[i] += " " + cells
+    (tmp_path / "accuracy_fashion.md").write_text("\n".join(lines) + "\n")
+    text = viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
+    table = [line for line in text.splitlines() if line.startswith("| accuracy_fashion.md")]
+    assert [line.split("|")[2].strip() for line in table] == ["sdpa", "ssog"]  # only rows with a measured NFE
+    assert "| 83.00 ± 1.00 (n = 3) | 26.0 ± 0.0 | 80.0 (n = 2) |" in table[1]
+    assert "- dopri5 NFE, rtol 1e-3: trained ssog needs 6 fewer evaluations than sdpa on average (26 against 32" in text
+    assert "- dopri5 NFE, rtol 1e-5: trained ssog needs the same NFE as sdpa on average (80 against 80" in text
+    assert text.index("rtol 1e-3: trained") < text.index("rtol 1e-5: trained")  # the looser tolerance first

@@ -48,6 +48,7 @@ from .depth import (
     relative_error,
     solve_and_count,
     solver_widget,
+    stored_nfe_markdown,
     trajectory_widget,
 )
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
@@ -118,7 +119,7 @@ __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_resul
             "results_widget"]
 __all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]
 __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
-            "ode_nfe_markdown"]
+            "ode_nfe_markdown", "stored_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "host_label", "scaling_widget", "stored_sources"]

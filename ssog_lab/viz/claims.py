@@ -338,7 +338,7 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
         if mine and base:
             nfe, base_nfe = mine[0]["nfe"], base[0]["nfe"]
             measured = "; ".join(f"{k}: {nfe[k]} vs sdpa {base_nfe.get(k, '?')}" for k in nfe)
-            fewer = all(_first_number(nfe[k]) < _first_number(base_nfe.get(k, "inf")) for k in nfe)
+            fewer = all(first_number(nfe[k]) < first_number(base_nfe.get(k, "inf")) for k in nfe)
             rows.append(_row(text, variant, measured, "met" if fewer else "missed",
                              f"docs/results/{mine[0]['source']}"))
         else:
@@ -347,7 +347,8 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
-def _first_number(text: str) -> float:
+def first_number(text: str) -> float:
+    """The first number written in `text` ("31.0 ± 1.0 (n = 2)" -> 31.0); inf when there is none."""
     match = re.search(r"-?\d+(?:\.\d+)?", str(text))
     return float(match.group()) if match else math.inf
 
