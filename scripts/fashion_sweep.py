@@ -17,7 +17,7 @@ Beside training (scripts/fashion_measure.py):
   speed   once the final runs are done (no training beside it): inference images/s of every model (the final
           configurations, then the tuning trials' other heads/atoms) at 28² and 112² (4×, the same patch), one
           single-thread `ssog_lab.bench` process each, into speed.csv beside RUNS (one already there is skipped).
-The main, patch2 and horizon runs go seed by seed (all of seed 0 first), so a partial sweep covers every cell.
+The main grid and the horizon go first, seed by seed (every main cell's seed 0 first), then patch 2 seed by seed.
 Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
 marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
 metrics only is started afresh). A run that exited with an error leaves `failed.json` and is retried only with
@@ -172,8 +172,9 @@ HORIZON_MIXERS = ("sdpa", "ssog-steered")
 def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: dict[str, dict],
                data_dir: Path) -> list[Run]:
     """The main grid at patch 4, the discrete form at patch 2 and the horizon check, each mixer with its tuned
-    hyper-parameters; seed by seed (every phase's seed 0, then every seed 1, ...), so that a sweep stopped
-    partway has every cell of every phase at least once."""
+    hyper-parameters. The main grid and the horizon check go first, seed by seed (every main cell's seed 0, the
+    horizon, then every seed 1, ...), then patch 2 seed by seed: a sweep stopped partway has every main cell at
+    least once, and the longest runs (patch 2, steered ≈ 1.5 CPU-h) do not hold up the main grid."""
     out = []
     horizon = dataclasses.replace(recipe, epochs=2 * recipe.epochs)
     for phase, patch, depths, mixers, run_seeds, rec in (
@@ -186,7 +187,7 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
                             "--seed", str(seed)],
                            TRAIN_IMAGES, {"mixer": mixer, "depth": depth, "patch": patch, "seed": seed,
                                           **hyper[mixer]}))
-    return sorted(out, key=lambda run: run.labels["seed"])  # stable: phases keep their order within a seed
+    return sorted(out, key=lambda run: (run.phase == "patch2", run.labels["seed"]))  # stable: main before horizon
 
 
 # ------------------------------------------------------------------------------------------ execution
