@@ -5,6 +5,7 @@ their nfe.json files and speed.csv (scripts/fashion_measure.py):
 - per phase (main, patch2, horizon): test accuracy (mean ± sample std over seeds, the difference to SDPA in
   the same form with its std), parameters, training images/s, inference images/s at 28² and 112², and for
   ODE rows dopri5's NFE;
+- the horizon check's verdict per mixer (flat, or budget-limited: accuracy_plan.md's rule);
 - one table of accuracy beside inference speed (main and patch 2);
 - the inference measurements themselves and the tuning trials beside their models' inference speed.
 
@@ -253,6 +254,35 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
             markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
 
 
+HORIZON_POINTS = 0.5  # a longer run gaining more than this (or than one seed-std of its main row) is not flat
+
+
+def horizon_lines(root: Path, finals: list[SweepRun], main_rows: list[dict]) -> list[str]:
+    """One sentence per finished horizon run: its test accuracy against the main run of the same mixer, depth
+    and seed (half the epochs), and the verdict of accuracy_plan.md's rule — the main recipe is budget-limited
+    for that mixer when the longer run gains more than one seed-std of the main row or more than HORIZON_POINTS."""
+    lines = []
+    for run in (r for r in finals if r.phase == "horizon"):
+        longer = read_json(run_folder(root, run) / "summary.json")
+        twin = next((r for r in finals if r.phase == "main" and all(r.labels[k] == run.labels[k]
+                                                                     for k in ("depth", "mixer", "seed"))), None)
+        shorter = read_json(run_folder(root, twin) / "summary.json") if twin else None
+        if not (longer and shorter):
+            continue
+        gain = 100 * (longer["test_accuracy"] - shorter["test_accuracy"])
+        cell = run.labels["depth"], run.labels["mixer"]
+        row = next((r for r in main_rows if (r["depth"], r["mixer"]) == cell), None)
+        std = row["accuracy"][1] if row else math.nan
+        limit = min(std, HORIZON_POINTS) if math.isfinite(std) else HORIZON_POINTS
+        verdict = "budget-limited: the main recipe stops before this curve flattens" if gain > limit else "flat"
+        spread = f"the main row's seed-std {std:.2f}" if math.isfinite(std) else "one main seed so far"
+        lines.append(f"- {run.labels['mixer']} ({run.labels['depth']}, seed {run.labels['seed']}): "
+                     f"{longer['epochs_done']} epochs {100 * longer['test_accuracy']:.2f}% against "
+                     f"{shorter['epochs_done']} epochs {100 * shorter['test_accuracy']:.2f}%, {gain:+.2f} points "
+                     f"({spread}; the rule's limit {limit:.2f}): **{verdict}**.")
+    return lines
+
+
 PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
           ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)"))
 
@@ -272,6 +302,8 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
         parts += [accuracy_table(tables[phase])] if tables[phase] else [
             f"No finished {phase} runs yet ({total} runs planned)." if total else
             f"No {phase} runs yet: they start once every tuning trial has finished."]
+        if phase == "horizon":
+            parts += ["", *horizon_lines(root, finals, tables["main"])]
         parts.append("")
     parts += ["Cells: – not measured yet (no nfe.json or speed.csv row); — does not apply. NFE: dopri5 (torchdiffeq, "
               f"atol = rtol) on the first {NFE_IMAGES} test images in one batch, after training (nfe.json).", ""]

@@ -432,3 +432,19 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert goal_verdicts(rep.report(root, tuning, finals, tmp_path / "none.csv")) == {
         ("≥", "ssog"): "not yet measured", ("≥", "ssog-steered"): "not yet measured",
         ("…", "ssog or ssog-steered"): "not yet measured", ("fixed", "ssog"): "met"}
+
+
+def test_the_horizon_check_says_whether_the_main_recipe_is_flat(tmp_path):
+    root = tmp_path / "runs"
+    tuning, finals = tuned_finals(root)
+    fabricate_finished_sweep(root, finals, {})  # main: 80 + seed (std 1.0); horizon (seed 0): the same 80
+    horizon = [r for r in finals if r.phase == "horizon"]
+    write_summary(root, horizon[1], test_accuracy=0.807, epochs_done=12)  # +0.7 points: over the 0.5 limit
+    text = rep.report(root, tuning, finals)
+    lines = [line for line in text.split("## Horizon")[1].split("## ")[0].splitlines() if line.startswith("- ")]
+    assert lines == [
+        "- sdpa (discrete, seed 0): 8 epochs 80.00% against 8 epochs 80.00%, +0.00 points (the main row's seed-std "
+        "1.00; the rule's limit 0.50): **flat**.",
+        "- ssog-steered (discrete, seed 0): 12 epochs 80.70% against 8 epochs 80.00%, +0.70 points (the main row's "
+        "seed-std 1.00; the rule's limit 0.50): **budget-limited: the main recipe stops before this curve "
+        "flattens**."]
