@@ -306,7 +306,9 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
             parts += ["", *horizon_lines(root, finals, tables["main"])]
         parts.append("")
     parts += ["Cells: – not measured yet (no nfe.json or speed.csv row); — does not apply. NFE: dopri5 (torchdiffeq, "
-              f"atol = rtol) on the first {NFE_IMAGES} test images in one batch, after training (nfe.json).", ""]
+              f"atol = rtol) on the first {NFE_IMAGES} test images in one batch, after training (nfe.json). "
+              "Train images/s: the train CLI's own rate with other runs beside it on the same cores, so only "
+              "indicative; the inference columns are measured alone (speed.csv).", ""]
     beside = group_rows(root, [r for r in finals if r.phase in ("main", "patch2")], ("patch", "depth", "mixer"),
                         speed)
     parts += ["## Accuracy beside inference speed", ""]
