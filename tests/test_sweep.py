@@ -366,6 +366,10 @@ def test_the_report_runs_at_every_stage_and_says_what_is_missing(tmp_path):
     tuning, finals = tuned_finals(root)
     text = rep.report(root, tuning, finals, tmp_path / "speed.csv")
     assert "No finished main runs yet (36 runs planned)." in text and "24 of 24 trials" in text
+    # Seed 0 of every main cell only: the fixed-SSoG goal is met so far, on 1 of the 3 planned seeds.
+    fabricate_finished_sweep(root, [r for r in finals if r.phase == "main" and r.labels["seed"] == 0], {})
+    verdicts = goal_verdicts(rep.report(root, tuning, finals, tmp_path / "speed.csv"))
+    assert verdicts[("fixed", "ssog")] == "met so far (1 of 3 seeds in the fewest-seeded cell)"
 
 
 def fabricate_finished_sweep(root, finals, gaps):
