@@ -329,7 +329,8 @@ def stored_nfe_markdown(results: list[dict], baseline: str = "sdpa") -> str:
 
     def accuracy(row: dict) -> str:
         mean, std = mean_std([100 * v for v in row["values"]])
-        return f"{mean:.2f}" + (f" ± {std:.2f}" if math.isfinite(std) else "") + f" (n = {len(row['values'])})"
+        # one decimal: the per-seed values the rows carry are stored to 0.1 points
+        return f"{mean:.1f}" + (f" ± {std:.1f}" if math.isfinite(std) else "") + f" (n = {len(row['values'])})"
 
     spec = {"results": table_of, "mixer": "mixer", "test accuracy %": accuracy,
             **{c: (lambda c: lambda r: r["nfe"].get(c, "–"))(c) for c in columns}}
