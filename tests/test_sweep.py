@@ -452,3 +452,4 @@ def test_the_horizon_check_says_whether_the_main_recipe_is_flat(tmp_path):
         "- ssog-steered (discrete, seed 0): 12 epochs 80.70% against 8 epochs 80.00%, +0.70 points (the main row's "
         "seed-std 1.00; the rule's limit 0.50): **budget-limited: the main recipe stops before this curve "
         "flattens**."]
+    assert "**The main recipe is budget-limited** for ssog-steered (the horizon check below)" in text.split("## 28²")[0]
