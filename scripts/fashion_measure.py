@@ -150,7 +150,8 @@ def speed_model(run: SweepRun) -> tuple[str, str, str, int, dict]:
     from ssog_lab.viz.claims import command_config
 
     preset, depth, mixer, overrides = command_config("python -m ssog_lab train " + shlex.join(run.argv))
-    return preset, depth, mixer, dict(overrides)["patch_size"], dict(overrides)
+    model = dict(overrides)
+    return preset, depth, mixer, model["patch_size"], model
 
 
 def speed_model_key(run: SweepRun) -> tuple[str, str, int, str]:
