@@ -8,7 +8,7 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   main    mixers × {discrete, looped, ode} × seeds at patch 4 with the tuned hyper-parameters, on the full
           training set, evaluated once on the test set;
   patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
-  horizon SDPA and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
+  horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side).
 Beside training (scripts/fashion_measure.py):
   nfe     each ODE run of main and patch2, as soon as it has finished: dopri5's NFE at rtol 1e-3 and 1e-5
@@ -166,7 +166,7 @@ def best_hyper(root: Path, tuning: list[Run]) -> dict[str, dict] | None:
     return {mixer: hp for mixer, (_, hp) in best.items()}
 
 
-HORIZON_MIXERS = ("sdpa", "ssog-steered")
+HORIZON_MIXERS = ("sdpa", "ssog", "ssog-steered")  # the baseline and both SSoG variants
 
 
 def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: dict[str, dict],
