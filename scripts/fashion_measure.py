@@ -157,9 +157,12 @@ def speed_model(run: SweepRun) -> tuple[str, str, str, int, dict]:
 def speed_model_key(run: SweepRun) -> tuple[str, str, int, str]:
     """(depth, mixer, patch, the model's overrides as speed.csv stores them): the speed rows of `run`'s model
     are those whose `speed_key` starts with it."""
-    _, depth, mixer, patch, model = speed_model(run)
-    model.pop("num_classes")
-    return depth, mixer, patch, json.dumps(model, sort_keys=True)
+    return _model_key(*speed_model(run)[1:])
+
+
+def _model_key(depth: str, mixer: str, patch: int, model: dict) -> tuple[str, str, int, str]:
+    """`speed_model_key` from `speed_model`'s parts (the class count is the data set's, not the model's speed)."""
+    return depth, mixer, patch, json.dumps({k: v for k, v in model.items() if k != "num_classes"}, sort_keys=True)
 
 
 def speed_configs(runs: Iterable[SweepRun], batch: int = SPEED_BATCH,
@@ -168,11 +171,11 @@ def speed_configs(runs: Iterable[SweepRun], batch: int = SPEED_BATCH,
     are models of their own) and resolution: inference, one thread, `batch` images."""
     out, seen = [], set()
     for run in runs:
-        key = speed_model_key(run)
+        preset, depth, mixer, patch, model = speed_model(run)
+        key = _model_key(depth, mixer, patch, model)
         if key in seen:
             continue
         seen.add(key)
-        preset, depth, mixer, patch, model = speed_model(run)
         classes = model.pop("num_classes")
         out += [(patch, bench.BenchConfig(preset=preset, depth=depth, mixer=mixer, resolution=resolution, batch=batch,
                                           num_classes=classes, threads=1, ode_steps=1, overrides=model))
