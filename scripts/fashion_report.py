@@ -7,7 +7,8 @@ their nfe.json files and speed.csv (scripts/fashion_measure.py):
   ODE rows dopri5's NFE;
 - the horizon check's verdict per mixer (flat, or budget-limited: accuracy_plan.md's rule);
 - one table of accuracy beside inference speed (main and patch 2);
-- the inference measurements themselves and the tuning trials beside their models' inference speed.
+- the inference measurements themselves, the tuning trials beside their models' inference speed and the atom
+  learning-rate ablation.
 
 Every table is written by `ssog_lab.bench.report.markdown_table`. A section without data says so in one line,
 so the report runs at any stage of the sweep.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -62,12 +64,16 @@ def train_speed(root: Path, run: SweepRun, summary: dict) -> float:
     return statistics.mean(rates) if rates else run.train_images * summary["epochs_done"] / summary["train_seconds"]
 
 
-def _nfe(root: Path, runs: list[SweepRun]) -> dict[float, list[int]]:
-    """{rtol: dopri5 NFE of each run that has nfe.json}."""
-    out: dict[float, list[int]] = {}
+def _nfe(root: Path, runs: list[SweepRun], field: str = "nfe") -> dict[float | str, list[float]]:
+    """{rtol: `field` ("nfe" or "accuracy") of each dopri5 solve in the runs' nfe.json files}; for "accuracy"
+    also {"trained": the accuracy with the solver the model was trained with, on the same images}."""
+    out: dict[float | str, list[float]] = {}
     for run in runs:
-        for entry in (read_json(run_folder(root, run) / NFE_FILE) or {}).get("dopri5", []):
-            out.setdefault(entry["rtol"], []).append(entry["nfe"])
+        stored = read_json(run_folder(root, run) / NFE_FILE) or {}
+        for entry in stored.get("dopri5", []):
+            out.setdefault(entry["rtol"], []).append(entry[field])
+        if field == "accuracy" and "trained_solver" in stored:
+            out.setdefault("trained", []).append(stored["trained_solver"]["accuracy"])
     return out
 
 
@@ -103,6 +109,7 @@ def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: d
                      "per_seed": accuracy, "parameters": members[0][1]["parameters"],
                      "images_per_s": statistics.mean(train_speed(root, r, s) for r, s in members),
                      "ode": labels["depth"] == "ode", "nfe": _nfe(root, [r for r, _ in members]),
+                     "solver_accuracy": _nfe(root, [r for r, _ in members], "accuracy"),
                      "infer": run_speed(members[0][0], speed)})
     for row in rows:  # the difference of means to SDPA in the same form, with the std of that difference
         base = next((r for r in rows if r["mixer"] == "sdpa" and all(r[k] == row[k] for k in keys if k != "mixer")),
@@ -141,6 +148,21 @@ def _nfe_cell(rtol: float) -> Callable[[dict], str]:
     return cell
 
 
+def _solver_accuracy_cell(row: dict) -> str:
+    """Accuracy % on the NFE images with the trained solver → with dopri5 at the loosest rtol (mean over seeds)."""
+    if not row["ode"]:
+        return "—"
+    measured = row["solver_accuracy"]
+    trained, solved = measured.get("trained", []), measured.get(max(NFE_RTOLS), [])
+    if not (trained and solved):
+        return "–"
+    return f"{100 * statistics.mean(trained):.1f} → {100 * statistics.mean(solved):.1f}"
+
+
+SOLVER_ACCURACY = f"accuracy %, {NFE_IMAGES} test images: trained RK4 → dopri5 (rtol {max(NFE_RTOLS):.0e})".replace(
+    "e-0", "e-")
+
+
 def _ratio(value: float | None) -> str:
     return f"{value:.2f}×" if value is not None else "–"
 
@@ -155,6 +177,7 @@ def accuracy_table(rows: list[dict]) -> str:
                **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS}}
     if any(r["ode"] for r in rows):
         columns |= {f"dopri5 NFE, rtol {rtol:.0e}".replace("e-0", "e-"): _nfe_cell(rtol) for rtol in NFE_RTOLS}
+        columns[SOLVER_ACCURACY] = _solver_accuracy_cell
     return markdown_table(rows, columns, align="llrrrlrr" + "r" * (len(columns) - 8))
 
 
@@ -233,12 +256,22 @@ def speed_section(speed_rows: list[dict]) -> list[str]:
     where = (f"Inference under `torch.inference_mode()`, untrained weights, batch {first['batch']}, "
              f"{first.get('threads') or 1} thread, median of the timed batches, one process per configuration "
              f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}.")
-    columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "resolution": lambda r: f"{r['resolution']}²",
+    columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "model": _model_cell,
+               "resolution": lambda r: f"{r['resolution']}²",
                "tokens": "tokens", "parameters": lambda r: f"{r['params']:,}" if r.get("params") else "",
                "images/s": lambda r: _rate(r["images_per_s"]) if r["status"] == "ok" else "",
                "best images/s": lambda r: _rate(r["best_images_per_s"]) if r["status"] == "ok" else "",
                "peak MB": lambda r: f"{r['peak_mb']:.0f}" if r["status"] == "ok" else "", "status": "status"}
-    return [where, "", markdown_table(speed_rows, columns, align="llrrrrrrrl")]
+    return [where, "", markdown_table(speed_rows, columns, align="llrlrrrrrrl")]
+
+
+MODEL_KEYS = ("heads", "ssog_heads", "atoms")  # what the tuning varies besides the learning rates
+
+
+def _model_cell(row: dict) -> str:
+    """The tuned model settings of a speed.csv row (its overrides: heads, SSoG heads, atoms)."""
+    overrides = row["overrides"] if isinstance(row["overrides"], dict) else json.loads(row["overrides"] or "{}")
+    return ", ".join(f"{k}={overrides[k]}" for k in MODEL_KEYS if k in overrides)
 
 
 def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] | None = None) -> list[str]:
@@ -263,6 +296,37 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
                "trained on (run.json)": "machine"}
     return [f"{len(rows)} of {len(tuning)} trials finished.", "",
             markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
+
+
+def atom_lr_section(root: Path, tuning: list[SweepRun], finals: list[SweepRun]) -> list[str]:
+    """The atom learning-rate ablation beside the tuning trials that share everything but the scale: validation
+    accuracy per atom_lr_scale of each SSoG mixer's tuned configuration. One line when no ablation has finished."""
+    def shared(run: SweepRun) -> dict:
+        return {k: v for k, v in run.labels.items() if k not in ("trial", "atom_lr_scale", "depth", "patch", "seed")}
+
+    ablation = [r for r in finals if r.phase == "atom_lr"]
+    rows = []
+    for mixer in SSOG_MIXERS:
+        mine = [r for r in ablation if r.labels["mixer"] == mixer]
+        if not mine:
+            continue
+        twins = [r for r in tuning if shared(r) == shared(mine[0])]
+        for run in sorted(twins + mine, key=lambda r: r.labels["atom_lr_scale"]):
+            summary = read_json(run_folder(root, run) / "summary.json")
+            rows.append({**shared(run), "scale": run.labels["atom_lr_scale"],
+                         "source": f"tuning trial {run.labels['trial']}" if run.phase == "tune" else "ablation",
+                         "val": f"{100 * summary['val_accuracy']:.2f}" if (summary or {}).get("val_accuracy")
+                         is not None else "–"})
+    if not any(r["source"] == "ablation" and r["val"] != "–" for r in rows):
+        return [f"No ablation run has finished yet ({len(ablation)} planned)."]
+    columns = {"mixer": "mixer",
+               "shared hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
+                                                             if k not in ("mixer", "scale", "source", "val")),
+               "atom lr scale": lambda r: f"×{r['scale']:g}", "run": "source", "validation accuracy %": "val"}
+    return ["Each SSoG mixer's tuned configuration with its atom parameters (μ, log σ, α) at another learning-rate "
+            "scale, everything else equal (the tuning trials with the same shared hyper-parameters beside it). "
+            "One seed each: read differences under about 0.5 points as noise (the main table's seed-std).", "",
+            markdown_table(rows, columns, align="llrlr")]
 
 
 HORIZON_POINTS = 0.5  # a longer run gaining more than this (or than one seed-std of its main row) is not flat
@@ -291,6 +355,40 @@ def horizon_lines(root: Path, finals: list[SweepRun], main_rows: list[dict]) -> 
                      f"{longer['epochs_done']} epochs {100 * longer['test_accuracy']:.2f}% against "
                      f"{shorter['epochs_done']} epochs {100 * shorter['test_accuracy']:.2f}%, {gain:+.2f} points "
                      f"({spread}; the rule's limit {limit:.2f}): **{verdict}**.")
+    longer = {r.labels["mixer"]: read_json(run_folder(root, r) / "summary.json") for r in finals
+              if r.phase == "horizon"}
+    if (base := longer.get("sdpa")) and (gaps := [f"{m} {100 * (s['test_accuracy'] - base['test_accuracy']):+.2f}"
+                                                  for m, s in longer.items() if s and m != "sdpa"]):
+        lines.append(f"- At {base['epochs_done']} epochs, against SDPA (points, seed 0 only): {', '.join(gaps)}.")
+    return lines
+
+
+def context_lines(root: Path, finals: list[SweepRun]) -> list[str]:
+    """Where the recipe is argued, each mixer's tuned hyper-parameters, one full command and the machines the
+    finished final runs trained on (their run.json)."""
+    tuned = {r.labels["mixer"]: {k: v for k, v in r.labels.items() if k not in ("mixer", "depth", "patch", "seed")}
+             for r in finals if r.phase == "main"}
+    machines: dict[str, int] = {}
+    command = None
+    for run in finals:
+        if read_json(run_folder(root, run) / "summary.json") is None:
+            continue
+        record = read_json(run_folder(root, run) / "run.json") or {}
+        host = (record.get("machine") or {}).get("cpu_model") or "not recorded"
+        machines[host] = machines.get(host, 0) + 1
+        if run.phase == "main" and command is None and record.get("command"):
+            command = shlex.join(["python", *shlex.split(record["command"])[1:]])  # not this machine's interpreter
+    lines = ["The plan, the recipe and how its length was judged: [accuracy_plan.md](accuracy_plan.md). Every run "
+             "lives in `accuracy_fashion/runs/<phase>/<depth>/<mixer>/s<seed>/`: `run.json` holds its exact command, "
+             "commit and machine, `metrics.jsonl` its per-epoch curves, `summary.json` its result.", "",
+             "- Tuned hyper-parameters (best validation accuracy, the tuning table below): " + "; ".join(
+                 f"{m} " + ", ".join(f"{k}={v}" for k, v in hp.items()) for m, hp in tuned.items()) + "."]
+    if machines:
+        lines.append("- Trained on (finished final runs): " + ", ".join(f"{h} ({n})" for h, n in machines.items())
+                     + "; one thread each, two runs at a time.")
+    if command:
+        lines += ["- A main run's command (the others differ in depth, mixer, hyper-parameters and seed):", "",
+                  f"      {command}"]
     return lines
 
 
@@ -313,7 +411,9 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
     limited = [line.split(" (")[0].lstrip("- ") for line in horizon if "budget-limited" in line]
     if limited:
         parts += [f"**The main recipe is budget-limited** for {', '.join(limited)} (the horizon check below): these "
-                  "tables compare the mixers at the recipe's budget of epochs, not at convergence.", ""]
+                  "tables and the goal verdicts above compare the mixers at the recipe's budget of epochs, not at "
+                  "convergence; the horizon section gives the gaps to SDPA at twice the epochs (one seed).", ""]
+    parts += ["## Setting", "", *context_lines(root, finals), ""]
     for phase, title in PHASES:
         total = sum(r.phase == phase for r in finals)
         parts += [f"## {title}", ""]
@@ -326,11 +426,18 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
     parts += ["Cells: – not measured yet (no nfe.json or speed.csv row); — does not apply. NFE: dopri5 (torchdiffeq, "
               f"atol = rtol) on the first {NFE_IMAGES} test images in one batch, after training (nfe.json). "
               "Train images/s: the train CLI's own rate with other runs beside it on the same cores, so only "
-              "indicative; the inference columns are measured alone (speed.csv).", ""]
+              "indicative; the inference columns are measured alone (speed.csv).", "",
+              "How to read the NFE: the ODE models were trained through one fixed RK4 step over [0, 4], so what "
+              "they learned is that step's map, not a solution of dx/dt = f(x). Solved accurately by dopri5, the "
+              f"same vector field gives other features, and accuracy falls (column \"{SOLVER_ACCURACY}\"). The NFE "
+              "therefore measures how hard each trained vector field is to integrate, not the cost of the model as "
+              "trained; a claim about adaptive solves needs models trained with the adaptive solver.", ""]
     beside = group_rows(root, [r for r in finals if r.phase in ("main", "patch2")], ("patch", "depth", "mixer"),
                         speed)
     parts += ["## Accuracy beside inference speed", ""]
     parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
     parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
     parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
+    parts += ["## Atom learning rate (validation split, discrete, seed 0)", "",
+              *atom_lr_section(root, tuning, finals), ""]
     return "\n".join(parts)

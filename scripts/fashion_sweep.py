@@ -9,7 +9,9 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
           training set, evaluated once on the test set;
   patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
-          rows, the main recipe stopped before the curves flattened (the report shows both side by side).
+          rows, the main recipe stopped before the curves flattened (the report shows both side by side);
+  atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
+          on the tuning's validation split: the controlled evidence for the atom parameter group.
 Beside training (scripts/fashion_measure.py):
   nfe     each ODE run of main and patch2, as soon as it has finished: dopri5's NFE at rtol 1e-3 and 1e-5
           (atol = rtol) on the first 256 test images, into RUN/nfe.json (checkpoints are not committed, so it
@@ -17,7 +19,7 @@ Beside training (scripts/fashion_measure.py):
   speed   once the final runs are done (no training beside it): inference images/s of every model (the final
           configurations, then the tuning trials' other heads/atoms) at 28² and 112² (4×, the same patch), one
           single-thread `ssog_lab.bench` process each, into speed.csv beside RUNS (one already there is skipped).
-The main grid and the horizon go first, seed by seed (every main cell's seed 0 first), then patch 2 seed by seed.
+The main grid, the horizon and the ablation go first, seed by seed (every main cell's seed 0 first), then patch 2.
 Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
 marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
 metrics only is started afresh). A run that exited with an error leaves `failed.json` and is retried only with
@@ -132,13 +134,30 @@ def model_argv(mixer: str, depth: str, patch: int, data_dir: Path) -> list[str]:
             "--set", f"patch_size={patch}", "--dataset", "fashion-mnist", "--data-dir", str(data_dir)]
 
 
+def validation_run(phase: str, name: str, mixer: str, hp: dict, recipe: Recipe, validation_fraction: float,
+                   data_dir: Path, labels: dict) -> Run:
+    """A discrete, patch-4, seed-0 run that trains on the training set minus the held-out validation images (the
+    same for every run) and is judged on them: a tuning trial or an ablation."""
+    return Run(phase, name, [*model_argv(mixer, "discrete", 4, data_dir), *hyper_argv(hp), *recipe.argv(),
+                             "--validation-fraction", str(validation_fraction), "--seed", "0"],
+               TRAIN_IMAGES - round(TRAIN_IMAGES * validation_fraction), {"mixer": mixer, **labels, **hp})
+
+
 def tune_runs(recipe: Recipe, n_trials: int, validation_fraction: float, data_dir: Path) -> list[Run]:
-    held_out = round(TRAIN_IMAGES * validation_fraction)
-    return [Run("tune", f"{mixer}/t{i}",
-                [*model_argv(mixer, "discrete", 4, data_dir), *hyper_argv(hp), *recipe.argv(),
-                 "--validation-fraction", str(validation_fraction), "--seed", "0"],
-                TRAIN_IMAGES - held_out, {"mixer": mixer, "trial": i, **hp})
+    return [validation_run("tune", f"{mixer}/t{i}", mixer, hp, recipe, validation_fraction, data_dir, {"trial": i})
             for mixer in MIXERS for i, hp in enumerate(trials(mixer, n_trials))]
+
+
+ATOM_LR_SCALES = (1.0, 10.0)  # the atom learning-rate ablation: atoms at the base lr against 10× it
+
+
+def atom_lr_runs(recipe: Recipe, validation_fraction: float, hyper: dict[str, dict], data_dir: Path) -> list[Run]:
+    """The atom learning-rate ablation: each SSoG mixer's tuned configuration at every scale of ATOM_LR_SCALES the
+    tuning did not pick, on the tuning's validation split, so that the scale is the only difference from the
+    winning trial (the tuning's own pairs also differ in lr, heads or atoms)."""
+    return [validation_run("atom_lr", f"{mixer}/x{scale:g}", mixer, {**hyper[mixer], "atom_lr_scale": scale},
+                           recipe, validation_fraction, data_dir, {"depth": "discrete", "patch": 4, "seed": 0})
+            for mixer in SSOG_MIXERS for scale in ATOM_LR_SCALES if scale != hyper[mixer].get("atom_lr_scale")]
 
 
 def read_summary(root: Path, run: Run) -> dict | None:
@@ -170,12 +189,13 @@ HORIZON_MIXERS = ("sdpa", "ssog", "ssog-steered")  # the baseline and both SSoG 
 
 
 def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: dict[str, dict],
-               data_dir: Path) -> list[Run]:
-    """The main grid at patch 4, the discrete form at patch 2 and the horizon check, each mixer with its tuned
-    hyper-parameters. The main grid and the horizon check go first, seed by seed (every main cell's seed 0, the
-    horizon, then every seed 1, ...), then patch 2 seed by seed: a sweep stopped partway has every main cell at
-    least once, and the longest runs (patch 2, steered ≈ 1.5 CPU-h) do not hold up the main grid."""
-    out = []
+               data_dir: Path, validation_fraction: float = 0.1) -> list[Run]:
+    """The main grid at patch 4, the discrete form at patch 2, the horizon check and the atom learning-rate
+    ablation, each mixer with its tuned hyper-parameters. The main grid, the horizon check and the ablation go
+    first, seed by seed (every main cell's seed 0, the horizon, the ablation, then every seed 1, ...), then patch 2
+    seed by seed: a sweep stopped partway has every main cell at least once, and the longest runs (patch 2,
+    steered ≈ 1.5 CPU-h) do not hold up the main grid."""
+    out = atom_lr_runs(recipe, validation_fraction, hyper, data_dir) if all(hyper.values()) else []
     horizon = dataclasses.replace(recipe, epochs=2 * recipe.epochs)
     for phase, patch, depths, mixers, run_seeds, rec in (
             ("main", 4, tuple(DEPTHS), MIXERS, seeds, recipe),
@@ -187,7 +207,7 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
                             "--seed", str(seed)],
                            TRAIN_IMAGES, {"mixer": mixer, "depth": depth, "patch": patch, "seed": seed,
                                           **hyper[mixer]}))
-    return sorted(out, key=lambda run: (run.phase == "patch2", run.labels["seed"]))  # stable: main before horizon
+    return sorted(out, key=lambda run: (run.phase == "patch2", run.labels["seed"], run.phase == "atom_lr"))
 
 
 # ------------------------------------------------------------------------------------------ execution
@@ -347,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     log = _logger(args)
 
     def finals_of(hyper: dict[str, dict]) -> list[Run]:
-        return final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir)
+        return final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir, args.validation_fraction)
 
     hyper = best_hyper(args.runs, tuning)
     finals = finals_of(hyper) if hyper else []

@@ -80,10 +80,21 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
         if run.labels["trial"] == 3:
             winners[run.labels["mixer"]] = run
     commands = [shlex.split(c) for c in dry_run(root, capsys)]
-    assert len(commands) == 4 * 3 * 3 + 4 * 3 + 3  # main: mixers × depths × seeds; patch2: mixers × seeds; horizon
+    ablation = sum(len(sweep.ATOM_LR_SCALES) - (winners[m].labels["atom_lr_scale"] in sweep.ATOM_LR_SCALES)
+                   for m in sweep.SSOG_MIXERS)  # each SSoG mixer at the atom lr scales its tuning did not pick
+    assert ablation >= 2
+    # main: mixers × depths × seeds; patch2: mixers × seeds; horizon; the atom lr ablation
+    assert len(commands) == 4 * 3 * 3 + 4 * 3 + len(sweep.HORIZON_MIXERS) + ablation
     for argv in commands:
         mixer, out = flag(argv, "--mixer")[0], Path(flag(argv, "--out")[0])
         tuned = winners[mixer].argv
+        if out.parts[-3] == "atom_lr":  # the winning trial's command with only the atom lr scale changed
+            scale = flag(argv, "--atom-lr-scale")
+            assert scale != flag(tuned, "--atom-lr-scale") and float(scale[0]) in sweep.ATOM_LR_SCALES
+            expected = list(tuned)
+            expected[expected.index("--atom-lr-scale") + 1] = scale[0]
+            assert argv[4:argv.index("--out")] == expected
+            continue
         assert flag(argv, "--lr") == flag(tuned, "--lr") and flag(argv, "--atom-lr-scale") == flag(tuned,
                                                                                                    "--atom-lr-scale")
         assert {s for s in flag(tuned, "--set") if s.split("=")[0] in ("heads", "ssog_heads", "atoms")} <= \
@@ -377,11 +388,14 @@ def fabricate_finished_sweep(root, finals, gaps):
     ODE runs (ssog: seeds 0 and 1 only)."""
     for run in finals:
         lab = run.labels
-        write_summary(root, run, test_accuracy=(80 + lab["seed"] + gaps.get((lab["depth"], lab["mixer"]), 0)) / 100)
+        accuracy = (80 + lab["seed"] + gaps.get((lab["depth"], lab["mixer"]), 0)) / 100
+        write_summary(root, run, **{"val_accuracy" if run.phase == "atom_lr" else "test_accuracy": accuracy})
         if run.phase == "main" and lab["depth"] == "ode" and not (lab["mixer"] == "ssog" and lab["seed"] == 2):
             base = {"sdpa": 30, "axial": 28, "ssog": 10, "ssog-steered": 14}[lab["mixer"]] + lab["seed"]
             (root / run.phase / run.name / "nfe.json").write_text(json.dumps(
-                {"dopri5": [{"rtol": 1e-3, "atol": 1e-3, "nfe": base}, {"rtol": 1e-5, "atol": 1e-5, "nfe": 2 * base}]}))
+                {"trained_solver": {"method": "rk4", "nfe": 4, "accuracy": 0.9},
+                 "dopri5": [{"rtol": 1e-3, "atol": 1e-3, "nfe": base, "accuracy": 0.5 + 0.1 * lab["seed"]},
+                            {"rtol": 1e-5, "atol": 1e-5, "nfe": 2 * base, "accuracy": 0.5}]}))
 
 
 def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tmp_path):
@@ -402,12 +416,12 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     main = text.split("## 28², patch 4")[1].split("## ")[0]
     header = [c.strip() for c in main.splitlines()[2].strip("|").split("|")]
     assert header[8:] == ["inference images/s, 28²", "inference images/s, 112²", "dopri5 NFE, rtol 1e-3",
-                          "dopri5 NFE, rtol 1e-5"]
+                          "dopri5 NFE, rtol 1e-5", "accuracy %, 256 test images: trained RK4 → dopri5 (rtol 1e-3)"]
     cells = {tuple(c[:2]): c for c in ([x.strip() for x in line.strip("|").split("|")] for line in main.splitlines()
                                        if line.startswith("| ") and not line.startswith("| depth"))}
-    assert cells[("ode", "sdpa")][10:] == ["31.0 ± 1.0", "62.0 ± 2.0"]
-    assert cells[("ode", "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)"]  # one nfe.json missing
-    assert cells[("discrete", "ssog")][8:] == ["300", "30", "—", "—"]
+    assert cells[("ode", "sdpa")][10:] == ["31.0 ± 1.0", "62.0 ± 2.0", "90.0 → 60.0"]  # dopri5: 50, 60, 70 %
+    assert cells[("ode", "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)", "90.0 → 55.0"]  # 1 missing
+    assert cells[("discrete", "ssog")][8:] == ["300", "30", "—", "—", "—"]
     beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
     line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | ode | ssog |"))
     assert [c.strip() for c in line.strip("|").split("|")][3:] == [
@@ -416,16 +430,28 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert goal_verdicts(text) == {("≥", "ssog"): "met", ("≥", "ssog-steered"): "missed",
                                    ("…", "ssog or ssog-steered"): "met", ("fixed", "ssog"): "met"}
     assert "a test CPU" in text.split("## Inference throughput")[1]
-    trials = [[x.strip() for x in line.strip("|").split("|")] for line in text.split("## Tuning")[1].splitlines()
+    tuning_table = text.split("## Tuning")[1].split("## ")[0]
+    trials = [[x.strip() for x in line.strip("|").split("|")] for line in tuning_table.splitlines()
               if line.startswith("| ") and not line.startswith("| mixer")]
     assert len(trials) == len(tuning) and all(t[5] == {"sdpa": "5", "axial": "6", "ssog": "30",
                                                         "ssog-steered": "4"}[t[0]] for t in trials)
+    # The atom lr ablation beside the tuning trials that differ from it only in the scale.
+    ablation = [[x.strip() for x in line.strip("|").split("|")] for line in
+                text.split("## Atom learning rate")[1].splitlines() if line.startswith("| ssog")]
+    assert {(r[0], r[3]) for r in ablation if r[3] == "ablation"} == {("ssog", "ablation"), ("ssog-steered", "ablation")}
+    assert all(len({r[1] for r in ablation if r[0] == m}) == 1 for m in sweep.SSOG_MIXERS)  # only the scale differs
+    assert any(r[3].startswith("tuning trial") for r in ablation)
+    setting = text.split("## Setting")[1].split("## ")[0]
+    assert "accuracy_plan.md" in setting and "- Tuned hyper-parameters" in setting
     (tmp_path / "accuracy_fashion.md").write_text(text)  # the claims ledger reads the phase tables, not the others
     stored = viz.accuracy_results(tmp_path)
     assert len(stored) == 12 + 4 + len(sweep.HORIZON_MIXERS)
     ode_ssog = next(r for r in stored if (r["depth"], r["mixer"]) == ("ode", "ssog"))
     assert ode_ssog["nfe"] == {"dopri5 NFE, rtol 1e-3": "10.5 ± 0.7 (n = 2)",
                                "dopri5 NFE, rtol 1e-5": "21.0 ± 1.4 (n = 2)"}
+    assert ode_ssog["solver_accuracy"] == "90.0 → 55.0"  # the ledger's NFE row says the solves differ from training
+    nfe_row = next(r for r in viz.claims_ledger(tmp_path) if "Lipschitz" in r["claim"] and r["variant"] == "fixed")
+    assert "trained → dopri5: 90.0 → 55.0, sdpa 90.0 → 60.0" in nfe_row["measured"]
     # Fixed SSoG 3 points below SDPA in the ODE form: both of its goals are missed, and so is the first goal.
     fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog"): -3, ("ode", "ssog-steered"): -1})
     assert goal_verdicts(rep.report(root, tuning, finals, speed)) == {
@@ -453,5 +479,6 @@ def test_the_horizon_check_says_whether_the_main_recipe_is_flat(tmp_path):
         "1.00; the rule's limit 0.50): **flat**.",
         "- ssog-steered (discrete, seed 0): 12 epochs 80.70% against 8 epochs 80.00%, +0.70 points (the main row's "
         "seed-std 1.00; the rule's limit 0.50): **budget-limited: the main recipe stops before this curve "
-        "flattens**."]
+        "flattens**.",
+        "- At 8 epochs, against SDPA (points, seed 0 only): ssog +0.00, ssog-steered +0.70."]
     assert "**The main recipe is budget-limited** for ssog-steered (the horizon check below)" in text.split("## 28²")[0]

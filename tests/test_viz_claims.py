@@ -108,6 +108,19 @@ def test_ledger_scores_accuracy_only_on_the_papers_setting(tmp_path):
         tmp_path))
 
 
+def test_variant_summary_lists_what_each_variant_misses():
+    def row(claim, variant, verdict):
+        return dict(claim=claim, variant=variant, measured="", verdict=verdict, source="")
+    ode, discrete = ("ode: throughput ≥ 2.54× dense attention at 1024²", "discrete: throughput ≥ 1.30× dense attention")
+    ledger = [row(ode, "fixed", "met"), row(ode, "steered", "missed"), row(discrete, "fixed", "met"),
+              row(discrete, "steered", "met"), row("ode: peak memory ≤ 0.40×", "fixed", "missed")]
+    text = viz.variant_summary(ledger)
+    assert "**Speed** (throughput claims at 4,096 tokens): **fixed** SSoG meets all 2; **steered** SSoG meets 1 of 2 " \
+           f"(misses {ode})" in text
+    assert "**Memory** (peak-memory claims at 4,096 tokens): fixed SSoG meets none of 1." in text
+    assert f'only **fixed** SSoG meets "{ode}"' in text and "discrete" not in text.split("differ")[1]
+
+
 def bench_csv(path, ssog_params, ssog_speed=3.0, cpu_model="CPU A"):
     header = "depth,mixer,mode,resolution,tokens,params,images_per_s,peak_mb,status,device,cpu_model"
     lines = [header]
@@ -196,3 +209,13 @@ def test_stored_nfe_table_compares_trained_ode_models_with_sdpa(tmp_path):
     assert "- dopri5 NFE, rtol 1e-3: trained ssog needs 6 fewer evaluations than sdpa on average (26 against 32" in text
     assert "- dopri5 NFE, rtol 1e-5: trained ssog needs the same NFE as sdpa on average (80 against 80" in text
     assert text.index("rtol 1e-3: trained") < text.index("rtol 1e-5: trained")  # the looser tolerance first
+    assert "trained RK4 → dopri5" not in text  # no solver-accuracy column stored: none shown
+    # The sweep's column of accuracy with the trained solver → with dopri5 is carried into the table and a sentence.
+    lines[4] += " accuracy %, 256 test images: trained RK4 → dopri5 (rtol 1e-3) |"
+    lines[5] += "---|"
+    for i, cells in ((6, "— |"), (9, "89.1 → 30.5 |"), (10, "89.1 → 64.1 |"), (11, "– |")):
+        lines[i] += " " + cells
+    (tmp_path / "accuracy_fashion.md").write_text("\n".join(lines) + "\n")
+    text = viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
+    assert "| 83.0 ± 1.0 (n = 3) | 26.0 ± 0.0 | 80.0 (n = 2) | 89.1 → 64.1 |" in text
+    assert "the models lose accuracy (sdpa 89.1 → 30.5 %; ssog 89.1 → 64.1 %)" in text
