@@ -353,8 +353,9 @@ def stored_nfe_markdown(results: list[dict], baseline: str = "sdpa") -> str:
             words.append(f"- {column}: trained {row['mixer']} needs {versus} {baseline} on average "
                          f"({mine:g} against {theirs:g}; {table_of(row)}).")
     if solved:
-        words.append("- Solved accurately by dopri5 instead of the fixed RK4 step they were trained through, the models "
-                     "lose accuracy (" + "; ".join(f"{r['mixer']} {r['solver_accuracy']} %" for r in solved) + "): "
+        lost = "; ".join(f"{r['mixer']} {r['solver_accuracy']} %" for r in solved)
+        words.append("- Solved accurately by dopri5 instead of the fixed RK4 step they were trained through, the "
+                     f"models lose accuracy ({lost}): "
                      "training fitted that step's map, not a solution of dx/dt = f(x), so these NFE say how hard "
                      "each learned vector field is to integrate, not what the model costs as trained.")
     return text + ("\n\n" + "\n".join(words) if words else "")
