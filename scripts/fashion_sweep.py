@@ -154,7 +154,7 @@ ATOM_LR_SCALES = (1.0, 10.0)  # the atom learning-rate ablation: atoms at the ba
 def atom_lr_runs(recipe: Recipe, validation_fraction: float, hyper: dict[str, dict], data_dir: Path) -> list[Run]:
     """The atom learning-rate ablation: each SSoG mixer's tuned configuration at every scale of ATOM_LR_SCALES the
     tuning did not pick, on the tuning's validation split, so that the scale is the only difference from the
-    winning trial (the tuning's own pairs also differ in lr, heads or atoms)."""
+    winning trial (the random draw never trained a winner at another scale)."""
     return [validation_run("atom_lr", f"{mixer}/x{scale:g}", mixer, {**hyper[mixer], "atom_lr_scale": scale},
                            recipe, validation_fraction, data_dir, {"depth": "discrete", "patch": 4, "seed": 0})
             for mixer in SSOG_MIXERS for scale in ATOM_LR_SCALES if scale != hyper[mixer].get("atom_lr_scale")]

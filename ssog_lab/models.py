@@ -55,24 +55,27 @@ class ViTConfig:
                              16 spread heads far better than 2, so fixed SSoG gets many more heads than attention.
                ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
                              for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
-                             weight work grows with the head count while the contraction does not. One mixer,
-                             C = 192, M = 4, batch 1, one thread, forward, ms (SDPA with 3 heads alongside; AMD
-                             EPYC host, 2026-12-02; the operator alone on the Intel host: docs/results/operator_cpu.md):
-                             64×64: SDPA 433, 24 heads 1173, 6 heads 178, 4 heads 88, 3 heads 79 (fixed, 24: 60);
-                             14×14: SDPA 1.1, 24 heads 4.9, 6 heads 1.6, 4 heads 0.9, 3 heads 1.0 (fixed: 1.1;
-                             0.53 with its matrices prepared once, without autograd).
-                             4 heads is the most that stays ahead of SDPA at 14×14. Each steered head also adds
-                             atoms × 5 outputs to the steering head: docs/results/params.md.
+                             weight work grows with the head count while the contraction does not. The steered
+                             operator alone at 64×64, C = 192, M = 4, batch 1, one thread, forward, ms, Intel Xeon
+                             / AMD EPYC (docs/results/operator_cpu.md, operator_cpu_amd.md): 24 heads × 8:
+                             411 / 354 (SDPA with 24 heads: 342 / 590); 4 heads × 48: 46 / 25 (SDPA: 109 / 168);
+                             1 head × 192: 16 (Intel). In the whole ViT-Tiny (4 steered heads) that is 1.5–1.6×
+                             SDPA's throughput at 1024² and 0.84–0.91× at 224² on the Intel host
+                             (docs/results/scaling_cpu.md). Each steered head also adds atoms × 5 outputs to the
+                             steering head: docs/results/params.md.
                Speed against accuracy, nano on Fashion-MNIST (7×7 tokens, 6 epochs; the tuning table of
                docs/results/accuracy_fashion.md, validation % and inference images/s at 112², Intel Xeon, one
                thread): steered 4 heads 88.0 % at 24 img/s, 1 head 86.6 % at 66 img/s, SDPA 86.5 % at 55
-               img/s; fixed 8 heads × 4 atoms 88.5 % at 80 img/s. The steered default (nano 2) sits between the
-               accurate and the fast end; no steered head count there is both more accurate and faster than
-               SDPA, while fixed SSoG is both.
+               img/s; fixed 8 heads × 4 atoms 88.5 % at 80 img/s. No steered head count there is both more
+               accurate and faster than SDPA, while fixed SSoG is both. The tuning's draw tried 1 and 4 steered
+               heads, not the nano default of 2: that default is a point between the accurate and the fast end,
+               not a measured one (the sweep's final runs use the tuned 4).
     atoms      Gaussians per head, 4 for both variants. Fixed, nano, the same table: 8 atoms 88.9 % (atom lr ×10)
                against 4 atoms 88.5 % (×1), for 11 % less speed at 112² (71 vs 80 img/s): within about two
-               seed-stds, so 4 stays the default (2 atoms cut the steered mixer at 64×64 from 79 to 57 ms with 3
-               heads: a smaller lever than the head count).
+               seed-stds, so 4 stays the default.
+    ssog_init_spread  atoms' initial offsets, in tokens: μ starts uniform in ±spread (centres within a 5×5 window
+               of each token at 2; widths start at 0.5–4 tokens), so the atoms begin local, like a small
+               convolution, and training moves them from there (notebook 06 shows how far). Not tuned.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
