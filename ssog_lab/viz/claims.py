@@ -369,22 +369,19 @@ def claims_ledger(results_dir: str | Path = RESULTS_DIR) -> list[dict]:
 
 
 def variant_summary(ledger: list[dict]) -> str:
-    """Markdown: which SSoG variant has the guarantee, the speed, the memory and the accuracy, read per claim from
-    the ledger (a variant that meets some of a kind's claims and misses others is listed with what it misses),
-    and where the variants differ."""
+    """Markdown: which SSoG variant has the guarantee, the speed, the memory and the accuracy, per claim of the
+    ledger (with what a variant misses), and where the variants differ."""
     def standing(word: str) -> str:
         rows = [r for r in ledger if word in r["claim"] and r["verdict"] in ("met", "missed")]
         parts = []
         for variant in VARIANTS.values():
             mine = [r for r in rows if r["variant"] == variant]
             missed = [r["claim"] for r in mine if r["verdict"] == "missed"]
-            if mine and not missed:
-                parts.append(f"**{variant}** SSoG meets all {len(mine)}")
-            elif len(missed) < len(mine):
-                parts.append(f"**{variant}** SSoG meets {len(mine) - len(missed)} of {len(mine)} (misses "
-                             + "; ".join(missed) + ")")
-            elif mine:
-                parts.append(f"{variant} SSoG meets none of {len(mine)}")
+            if mine:
+                some = 0 < len(missed) < len(mine)
+                name, met = (f"{variant} SSoG", "none of") if len(missed) == len(mine) else (
+                    f"**{variant}** SSoG", f"{len(mine) - len(missed)} of" if some else "all")
+                parts.append(f"{name} meets {met} {len(mine)}" + (f" (misses {'; '.join(missed)})" if some else ""))
         return "; ".join(parts) if parts else f"not established ({NOT_CURRENT})"
 
     accurate = {r["variant"] for r in ledger if "top-1" in r["claim"] and r["verdict"] == "met"}
@@ -394,9 +391,8 @@ def variant_summary(ledger: list[dict]) -> str:
         accuracy = ("no SSoG variant established: only proxy measurements on another data set (read their gaps "
                     "in the table; they are not the paper's CIFAR-100 at 224²)")
     verdicts = {(r["claim"], r["variant"]): r["verdict"] for r in ledger}
-    split = sorted({(claim, variant) for (claim, variant), verdict in verdicts.items() if verdict == "met"
-                    and any(verdicts.get((claim, other)) == "missed" for other in VARIANTS.values())})
-    differ = [f"only **{variant}** SSoG meets \"{claim}\"" for claim, variant in split]
+    differ = [f"only **{variant}** SSoG meets \"{claim}\"" for (claim, variant), verdict in verdicts.items()
+              if verdict == "met" and "missed" in (verdicts.get((claim, other)) for other in VARIANTS.values())]
     if not accurate:
         differ.append("the accuracy side is open, so no variant is yet shown to have all of them")
     elif "fixed" in accurate:
