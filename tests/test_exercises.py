@@ -1,6 +1,8 @@
 """Every registered exercise accepts its solution, rejects its registered wrong answer, and never shows the
 expected answer to a learner who has not found it."""
 
+import re
+
 import pytest
 
 from ssog_lab import viz
@@ -15,9 +17,14 @@ def test_solution_is_accepted_and_the_wrong_answer_rejected(key):
     assert verdict.status == "wrong"
     assert viz.check(key, None).status == "unanswered"
     expected = item.solution()
+    shown = (verdict.message, viz.check(key, None).message, item.hint)
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        for shown in (verdict.message, viz.check(key, None).message):
-            assert f"{expected:.3g}" not in shown and f"{expected:.4g}" not in shown, shown
+        for text in shown:
+            assert f"{expected:.3g}" not in text and f"{expected:.4g}" not in text, text
+    if isinstance(expected, (set, frozenset)):  # no option letter of the answer stands alone in what is shown
+        for text in shown:  # ("a" is also the article, so it cannot be checked this way)
+            alone = [x for x in expected - {"a"} if re.search(rf"(?<![\w'’]){x}(?![\w'’])", text)]
+            assert not alone, text
 
 
 def test_the_mechanism_judges_numbers_sets_and_functions():
@@ -34,7 +41,6 @@ def test_the_mechanism_judges_numbers_sets_and_functions():
 # --- the notebooks' side: check cells are bare calls, and every worked solution is accepted -----------------
 
 import json  # noqa: E402
-import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ def peak() -> int:
 
 
 @exercise("01.tie", wrong=1.0, judge=close(1e-6),
-          hint="i + μ = 7.5 is exactly half-way between two grid positions: compare their logits.",
+          hint="locate i + μ among the grid positions: which are nearest to it, and how far is each?",
           explain="positions 7 and 8 have equal logits, so the softmax splits the weight 50/50 however small σ is.")
 def tie() -> float:
     return float(_weights(5.0, 2.5, 0.05, 16)[7])

@@ -6,7 +6,7 @@ from . import close, exercise, same_set
 
 
 @exercise("07.tokens", judge=close(0.0), wrong=64,
-          hint="a 1024-pixel side holds 1024 / 16 patches; the grid is square.",
+          hint="a token is one patch, and a patch covers 16 × 16 pixels.",
           explain="64 × 64 = 4,096 tokens, the token count of the paper's 1024² claims.")
 def tokens() -> int:
     return (1024 // 16) ** 2
@@ -18,16 +18,16 @@ def _mixing_ratio(resolution: int, patch: int = 16, atoms: int = 4) -> float:
 
 
 @exercise("07.gap_growth", judge=close(0.01), wrong=4.0,
-          hint="attention mixes in N² and SSoG in M·N^1.5, so their ratio is √N / M; how does √N change when the "
-               "side doubles?",
+          hint="write both mixers' multiply-adds per layer as powers of N (the cost formulas), take their ratio, and ask how "
+               "it depends on the side of the token grid.",
           explain="the ratio is √N / M = (R / p) / M: linear in the resolution R.")
 def gap_growth() -> float:
     return _mixing_ratio(1024) / _mixing_ratio(512)
 
 
 @exercise("07.ode_ratio", judge=close(0.01), wrong=12.0,
-          hint="both models are solved with the same fixed grid, so both pay the same NFE; write each solve's "
-               "time as NFE × (time of one evaluation) and divide.",
+          hint="what decides how many times a fixed-grid solver evaluates f: the mixer inside f, or the solver's "
+               "settings?",
           explain="the NFE cancels: a fixed-grid ODE model is exactly as much faster as one evaluation of f is.")
 def ode_ratio() -> float:
     nfe, sdpa_ms, ssog_ms = 12, 3.0, 1.0  # RK4 with 3 steps; one evaluation 3× faster with SSoG
