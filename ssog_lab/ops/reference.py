@@ -72,9 +72,11 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     gives the exact limit (one-hot at the nearest clamped grid point), and λ_j* = 0 needs no running max.
     """
     work = _compute_dtype(mu.dtype)
-    centre = query_pos.to(work) + mu.to(work)  # (*S): i + μ
-    mode = centre.round().clamp(0, length - 1)  # (*S): j*, no gradient (piecewise constant)
-    offset = (mode - centre).unsqueeze(-1)  # (*S, 1): t*
+    query_pos, mu = query_pos.to(work), mu.to(work)
+    mode = (query_pos + mu).round().clamp(0, length - 1)  # (*S): j*, no gradient (piecewise constant)
+    # (*S, 1): t* = (j* − i) − μ. The integer j* − i is exact, so only μ is rounded; i + μ as one number would
+    # carry the rounding of the grid position too (ulp(150) = 2⁻¹⁶ in float32), amplified by 1/σ² in λ.
+    offset = ((mode - query_pos) - mu).unsqueeze(-1)
     # (*S, 1): −log2(e)/σ², so that λ·log2(e) comes out directly and exp2 needs no extra pass.
     scale = sigma.to(work).clamp_min(_SIGMA_FLOOR[work]).reciprocal().square().mul(-_LOG2E).unsqueeze(-1)
     u = torch.arange(length, device=mu.device, dtype=work) - mode.unsqueeze(-1)  # (*S, L): j − j*

@@ -105,13 +105,14 @@ def _mode(centre, L):
 @triton.jit
 def _atom(mu_ptr, sigma_ptr, at, ok, pos, L):
     """One atom's Gaussians for query positions pos (BLOCK,): loads (μ, σ) at offsets `at` and returns the mode j*,
-    t* = j* − i − μ, σ as loaded and the base-2 logit constant s = −log2(e)/σ² of the floored σ (each (BLOCK,))."""
+    t* = (j* − i) − μ (the integer j* − i is exact, so only μ is rounded, as in the torch reference), σ as loaded
+    and the base-2 logit constant s = −log2(e)/σ² of the floored σ (each (BLOCK,))."""
     mu = tl.load(mu_ptr + at, mask=ok, other=0.0)
     sigma = tl.load(sigma_ptr + at, mask=ok, other=1.0)
-    centre = pos.to(tl.float32) + mu
-    mode = _mode(centre, L)
+    i = pos.to(tl.float32)
+    mode = _mode(i + mu, L)
     floored = tl.maximum(sigma, SIGMA_FLOOR)
-    return mode, mode - centre, sigma, (1.0 / (floored * floored)) * -LOG2E
+    return mode, (mode - i) - mu, sigma, (1.0 / (floored * floored)) * -LOG2E
 
 
 @triton.jit
