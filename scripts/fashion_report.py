@@ -434,7 +434,9 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
               "trained; a claim about adaptive solves needs models trained with the adaptive solver.", ""]
     beside = group_rows(root, [r for r in finals if r.phase in ("main", "patch2")], ("patch", "depth", "mixer"),
                         speed)
-    parts += ["## Accuracy beside inference speed", ""]
+    parts += ["## Accuracy beside inference speed", "",
+              f"The trained nano models at their own resolution and at {HIGH}² (speed.csv). ViT-Tiny's throughput "
+              "and memory from 224² to 1024² are in `scaling_cpu.md` (the README's claims ledger reads them).", ""]
     parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
     parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
     parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
