@@ -294,7 +294,10 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
                "validation accuracy %": "val",
                **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS},
                "trained on (run.json)": "machine"}
-    return [f"{len(rows)} of {len(tuning)} trials finished.", "",
+    unrecorded = sum(r["machine"] == "not recorded" for r in rows)
+    note = (f" {unrecorded} trained before run.json recorded the machine (accuracy_plan.md says on which host)."
+            if unrecorded else "")
+    return [f"{len(rows)} of {len(tuning)} trials finished.{note}", "",
             markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
 
 
