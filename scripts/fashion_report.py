@@ -7,8 +7,8 @@ their nfe.json files and speed.csv (scripts/fashion_measure.py):
   ODE rows dopri5's NFE;
 - the horizon check's verdict per mixer (flat, or budget-limited: accuracy_plan.md's rule);
 - one table of accuracy beside inference speed (main and patch 2);
-- the inference measurements themselves, the tuning trials beside their models' inference speed and the atom
-  learning-rate ablation.
+- the inference measurements themselves, the tuning trials beside their models' inference speed, and the runs that
+  vary one tuned hyper-parameter (atom learning rate, steered head count).
 
 Every table is written by `ssog_lab.bench.report.markdown_table`. A section without data says so in one line,
 so the report runs at any stage of the sweep.
@@ -301,35 +301,48 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
             markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
 
 
-def atom_lr_section(root: Path, tuning: list[SweepRun], finals: list[SweepRun]) -> list[str]:
-    """The atom learning-rate ablation beside the tuning trials that share everything but the scale: validation
-    accuracy per atom_lr_scale of each SSoG mixer's tuned configuration. One line when no ablation has finished."""
-    def shared(run: SweepRun) -> dict:
-        return {k: v for k, v in run.labels.items() if k not in ("trial", "atom_lr_scale", "depth", "patch", "seed")}
+# Validation runs that change one hyper-parameter of a tuned configuration (the sweep's VARIATIONS): phase ->
+# (the varied key, its column title and format, section title, what the runs are).
+VARIATION_SECTIONS = {
+    "atom_lr": ("atom_lr_scale", "atom lr scale", lambda v: f"×{v:g}", "Atom learning rate",
+                "Each SSoG mixer's tuned configuration with its atom parameters (μ, log σ, α) at another learning-rate "
+                "scale"),
+    "heads": ("ssog_heads", "steered heads", lambda v: f"{v:g}", "Steered head count",
+              "Steered SSoG's tuned configuration with the nano preset's default head count, which the tuning's "
+              "draw did not try"),
+}
 
-    ablation = [r for r in finals if r.phase == "atom_lr"]
+
+def variation_section(root: Path, tuning: list[SweepRun], finals: list[SweepRun], phase: str,
+                      speed: dict[tuple, dict] | None = None) -> list[str]:
+    """One VARIATION_SECTIONS phase: its runs beside the tuning trials that share everything but the varied key,
+    with validation accuracy and inference speed. One line when none of its runs has finished."""
+    key, title, fmt, _, what = VARIATION_SECTIONS[phase]
+
+    def shared(run: SweepRun) -> dict:
+        return {k: v for k, v in run.labels.items() if k not in ("trial", key, "depth", "patch", "seed")}
+
+    varied = [r for r in finals if r.phase == phase]
     rows = []
     for mixer in SSOG_MIXERS:
-        mine = [r for r in ablation if r.labels["mixer"] == mixer]
-        if not mine:
-            continue
-        twins = [r for r in tuning if shared(r) == shared(mine[0])]
-        for run in sorted(twins + mine, key=lambda r: r.labels["atom_lr_scale"]):
-            summary = read_json(run_folder(root, run) / "summary.json")
-            rows.append({**shared(run), "scale": run.labels["atom_lr_scale"],
-                         "source": f"tuning trial {run.labels['trial']}" if run.phase == "tune" else "ablation",
-                         "val": f"{100 * summary['val_accuracy']:.2f}" if (summary or {}).get("val_accuracy")
-                         is not None else "–"})
-    if not any(r["source"] == "ablation" and r["val"] != "–" for r in rows):
-        return [f"No ablation run has finished yet ({len(ablation)} planned)."]
+        mine = [r for r in varied if r.labels["mixer"] == mixer]
+        twins = [r for r in tuning if mine and shared(r) == shared(mine[0])]
+        for run in sorted(twins + mine, key=lambda r: r.labels[key]):
+            summary = read_json(run_folder(root, run) / "summary.json") or {}
+            rows.append({**shared(run), "value": run.labels[key], "infer": run_speed(run, speed),
+                         "source": f"tuning trial {run.labels['trial']}" if run.phase == "tune" else phase,
+                         "val": f"{100 * summary['val_accuracy']:.2f}" if summary.get("val_accuracy") is not None
+                         else "–"})
+    if not any(r["source"] == phase and r["val"] != "–" for r in rows):
+        return [f"No {phase} run has finished yet ({len(varied)} planned)."]
     columns = {"mixer": "mixer",
                "shared hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
-                                                             if k not in ("mixer", "scale", "source", "val")),
-               "atom lr scale": lambda r: f"×{r['scale']:g}", "run": "source", "validation accuracy %": "val"}
-    return ["Each SSoG mixer's tuned configuration with its atom parameters (μ, log σ, α) at another learning-rate "
-            "scale, everything else equal (the tuning trials with the same shared hyper-parameters beside it). "
-            "One seed each: read differences under about 0.5 points as noise (the main table's seed-std).", "",
-            markdown_table(rows, columns, align="llrlr")]
+                                                             if k not in ("mixer", "value", "source", "val", "infer")),
+               title: lambda r: fmt(r["value"]), "run": "source", "validation accuracy %": "val",
+               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS}}
+    return [f"{what}, everything else equal (the tuning trials with the same shared hyper-parameters beside it). One "
+            "seed each: read differences under about 0.5 points as noise (the main table's seed-std).", "",
+            markdown_table(rows, columns, align="llrlr" + "r" * len(SPEED_RESOLUTIONS))]
 
 
 HORIZON_POINTS = 0.5  # a longer run gaining more than this (or than one seed-std of its main row) is not flat
@@ -443,6 +456,7 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
     parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
     parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
     parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
-    parts += ["## Atom learning rate (validation split, discrete, seed 0)", "",
-              *atom_lr_section(root, tuning, finals), ""]
+    for phase, (*_, heading, _) in VARIATION_SECTIONS.items():
+        parts += [f"## {heading} (validation split, discrete, seed 0)", "",
+                  *variation_section(root, tuning, finals, phase, speed), ""]
     return "\n".join(parts)

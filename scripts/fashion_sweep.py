@@ -11,7 +11,8 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side);
   atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
-          on the tuning's validation split: the controlled evidence for the atom parameter group.
+          on the tuning's validation split: the controlled evidence for the atom parameter group;
+  heads   steered SSoG's tuned configuration with the nano default head count (2), which the tuning did not draw.
 Beside training (scripts/fashion_measure.py):
   nfe     each ODE run of main and patch2, as soon as it has finished: dopri5's NFE at rtol 1e-3 and 1e-5
           (atol = rtol) on the first 256 test images, into RUN/nfe.json (checkpoints are not committed, so it
@@ -19,7 +20,7 @@ Beside training (scripts/fashion_measure.py):
   speed   once the final runs are done (no training beside it): inference images/s of every model (the final
           configurations, then the tuning trials' other heads/atoms) at 28² and 112² (4×, the same patch), one
           single-thread `ssog_lab.bench` process each, into speed.csv beside RUNS (one already there is skipped).
-The main grid, the horizon and the ablation go first, seed by seed (every main cell's seed 0 first), then patch 2.
+The main grid, the horizon and the variations go first, seed by seed (every main cell's seed 0 first), then patch 2.
 Runs go in RUNS/<phase>/<name>/ (RUNS: docs/results/accuracy_fashion/runs). `summary.json` from the train CLI
 marks a run done: it is skipped on the next call. A folder with a checkpoint but no summary is resumed (one with
 metrics only is started afresh). A run that exited with an error leaves `failed.json` and is retried only with
@@ -53,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sweep's own modu
 import fashion_measure  # noqa: E402
 import fashion_report  # noqa: E402
 
-from ssog_lab import data  # noqa: E402
+from ssog_lab import data, models  # noqa: E402
 from ssog_lab.bench.measure import machine  # noqa: E402
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
@@ -149,15 +150,24 @@ def tune_runs(recipe: Recipe, n_trials: int, validation_fraction: float, data_di
 
 
 ATOM_LR_SCALES = (1.0, 10.0)  # the atom learning-rate ablation: atoms at the base lr against 10× it
+# Validation runs that change one hyper-parameter of a tuned configuration: phase -> (the key it varies, its
+# values per mixer). atom_lr: the evidence for the atom parameter group; heads: the nano default steered head count
+# (`models.default_ssog_heads`), which the tuning's random draw did not try.
+VARIATIONS: dict[str, tuple[str, str, dict[str, tuple]]] = {  # phase -> (key, run-name prefix, values per mixer)
+    "atom_lr": ("atom_lr_scale", "x", {mixer: ATOM_LR_SCALES for mixer in SSOG_MIXERS}),
+    "heads": ("ssog_heads", "h", {"ssog-steered": (models.default_ssog_heads(models.PRESETS["nano"]["dim"],
+                                                                             "ssog-steered"),)}),
+}
 
 
-def atom_lr_runs(recipe: Recipe, validation_fraction: float, hyper: dict[str, dict], data_dir: Path) -> list[Run]:
-    """The atom learning-rate ablation: each SSoG mixer's tuned configuration at every scale of ATOM_LR_SCALES the
-    tuning did not pick, on the tuning's validation split, so that the scale is the only difference from the
-    winning trial (the random draw never trained a winner at another scale)."""
-    return [validation_run("atom_lr", f"{mixer}/x{scale:g}", mixer, {**hyper[mixer], "atom_lr_scale": scale},
-                           recipe, validation_fraction, data_dir, {"depth": "discrete", "patch": 4, "seed": 0})
-            for mixer in SSOG_MIXERS for scale in ATOM_LR_SCALES if scale != hyper[mixer].get("atom_lr_scale")]
+def variation_runs(recipe: Recipe, validation_fraction: float, hyper: dict[str, dict], data_dir: Path) -> list[Run]:
+    """Each mixer's tuned configuration with one hyper-parameter at each of its VARIATIONS values that the tuning did
+    not pick, on the tuning's validation split: the varied key is the only difference from the winning trial (the
+    random draw never trained a winner with another value)."""
+    return [validation_run(phase, f"{mixer}/{prefix}{value:g}", mixer, {**hyper[mixer], key: value}, recipe,
+                           validation_fraction, data_dir, {"depth": "discrete", "patch": 4, "seed": 0})
+            for phase, (key, prefix, values) in VARIATIONS.items() for mixer, options in values.items()
+            for value in options if value != hyper[mixer].get(key)]
 
 
 def read_summary(root: Path, run: Run) -> dict | None:
@@ -195,7 +205,7 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
     first, seed by seed (every main cell's seed 0, the horizon, the ablation, then every seed 1, ...), then patch 2
     seed by seed: a sweep stopped partway has every main cell at least once, and the longest runs (patch 2,
     steered ≈ 1.5 CPU-h) do not hold up the main grid."""
-    out = atom_lr_runs(recipe, validation_fraction, hyper, data_dir) if all(hyper.values()) else []
+    out = variation_runs(recipe, validation_fraction, hyper, data_dir) if all(hyper.values()) else []
     horizon = dataclasses.replace(recipe, epochs=2 * recipe.epochs)
     for phase, patch, depths, mixers, run_seeds, rec in (
             ("main", 4, tuple(DEPTHS), MIXERS, seeds, recipe),
@@ -207,7 +217,7 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
                             "--seed", str(seed)],
                            TRAIN_IMAGES, {"mixer": mixer, "depth": depth, "patch": patch, "seed": seed,
                                           **hyper[mixer]}))
-    return sorted(out, key=lambda run: (run.phase == "patch2", run.labels["seed"], run.phase == "atom_lr"))
+    return sorted(out, key=lambda run: (run.phase == "patch2", run.labels["seed"], run.phase in VARIATIONS))
 
 
 # ------------------------------------------------------------------------------------------ execution

@@ -38,7 +38,7 @@ ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
 ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
 
 
-def _default_ssog_heads(dim: int, mixer: str) -> int:
+def default_ssog_heads(dim: int, mixer: str) -> int:
     """ssog: dim // 8 (heads are nearly free for fixed atoms); ssog-steered: max(2, dim // 48) (each steered
     head costs per-token weight work); measurements in ViTConfig's docstring. Other mixers: dim // 8, unused."""
     return max(2, dim // 48) if mixer == "ssog-steered" else max(1, dim // 8)
@@ -49,7 +49,7 @@ class ViTConfig:
     """Everything that defines a model. Sizes are in pixels (image_size, patch_size) or features (dim).
 
     heads      attention heads (sdpa, sdpa-math, axial).
-    ssog_heads SSoG heads; None resolves per variant (see _default_ssog_heads):
+    ssog_heads SSoG heads; None resolves per variant (see default_ssog_heads):
                ssog          dim // 8  (nano 8, tiny 24, small 48, base 96). A fixed SSoG head costs atoms × 5
                              parameters and nothing in mixing time (docs/DESIGN.md §3), and a CPU probe found
                              16 spread heads far better than 2, so fixed SSoG gets many more heads than attention.
@@ -108,7 +108,7 @@ class ViTConfig:
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
         if self.ssog_heads is None:
-            self.ssog_heads = _default_ssog_heads(self.dim, self.mixer)
+            self.ssog_heads = default_ssog_heads(self.dim, self.mixer)
         for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "layers", "heads",
                      "ssog_heads", "atoms"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:

@@ -80,20 +80,24 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
         if run.labels["trial"] == 3:
             winners[run.labels["mixer"]] = run
     commands = [shlex.split(c) for c in dry_run(root, capsys)]
-    ablation = sum(len(sweep.ATOM_LR_SCALES) - (winners[m].labels["atom_lr_scale"] in sweep.ATOM_LR_SCALES)
-                   for m in sweep.SSOG_MIXERS)  # each SSoG mixer at the atom lr scales its tuning did not pick
-    assert ablation >= 2
-    # main: mixers × depths × seeds; patch2: mixers × seeds; horizon; the atom lr ablation
-    assert len(commands) == 4 * 3 * 3 + 4 * 3 + len(sweep.HORIZON_MIXERS) + ablation
+    varied = [(phase, key, m) for phase, (key, _, values) in sweep.VARIATIONS.items() for m, options in values.items()
+              for value in options if value != winners[m].labels.get(key)]  # values the tuning did not pick
+    assert len(varied) >= 2
+    # main: mixers × depths × seeds; patch2: mixers × seeds; horizon; the variations of a tuned hyper-parameter
+    assert len(commands) == 4 * 3 * 3 + 4 * 3 + len(sweep.HORIZON_MIXERS) + len(varied)
     for argv in commands:
         mixer, out = flag(argv, "--mixer")[0], Path(flag(argv, "--out")[0])
         tuned = winners[mixer].argv
-        if out.parts[-3] == "atom_lr":  # the winning trial's command with only the atom lr scale changed
-            scale = flag(argv, "--atom-lr-scale")
-            assert scale != flag(tuned, "--atom-lr-scale") and float(scale[0]) in sweep.ATOM_LR_SCALES
+        if out.parts[-3] in sweep.VARIATIONS:  # the winning trial's command with only the varied value changed
+            key = sweep.VARIATIONS[out.parts[-3]][0]
             expected = list(tuned)
-            expected[expected.index("--atom-lr-scale") + 1] = scale[0]
-            assert argv[4:argv.index("--out")] == expected
+            if key == "atom_lr_scale":
+                expected[expected.index("--atom-lr-scale") + 1] = flag(argv, "--atom-lr-scale")[0]
+            else:
+                at = next(i for i, a in enumerate(expected) if a.startswith(f"{key}="))
+                expected[at] = next(a for a in argv if a.startswith(f"{key}="))
+            assert expected != tuned and argv[4:argv.index("--out")] == expected
+            assert flag(argv, "--validation-fraction") == ["0.1"]
             continue
         assert flag(argv, "--lr") == flag(tuned, "--lr") and flag(argv, "--atom-lr-scale") == flag(tuned,
                                                                                                    "--atom-lr-scale")
@@ -310,6 +314,9 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
     root = tmp_path / "runs"
     tuning, finals = tuned_finals(root)
     hyper = sweep.best_hyper(root, tuning)
+    heads = [r for r in finals if r.phase == "heads"]  # a head-count variation is a model of its own
+    assert len(measure.speed_configs(finals, batch=8)) == (4 * 3 + 4 + len(heads)) * 2
+    finals = [r for r in finals if r.phase not in sweep.VARIATIONS]
     configs = measure.speed_configs(finals, batch=8)
     assert len(configs) == (4 * 3 + 4) * 2  # main and patch 2 (the horizon's model is main's) × 28², 112²
     assert {c.resolution for _, c in configs} == {28, 112}
@@ -321,7 +328,7 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
             ("rk4", 4.0) if c.depth == "ode" else (None, None))
     # The speed command also measures the tuning trials' other models (heads, atoms): tuning's speed side.
     model_keys = ("heads", "ssog_heads", "atoms")
-    tried = {(t.labels["mixer"], *(t.labels.get(k) for k in model_keys)) for t in tuning}
+    tried = {(t.labels["mixer"], *(t.labels.get(k) for k in model_keys)) for t in tuning + heads}
     chosen = {(m, *(hp.get(k) for k in model_keys)) for m, hp in hyper.items()}
     assert sweep.main(["speed", "--dry-run", "--runs", str(root)]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if " -m ssog_lab.bench --one " in line]
@@ -389,7 +396,7 @@ def fabricate_finished_sweep(root, finals, gaps):
     for run in finals:
         lab = run.labels
         accuracy = (80 + lab["seed"] + gaps.get((lab["depth"], lab["mixer"]), 0)) / 100
-        write_summary(root, run, **{"val_accuracy" if run.phase == "atom_lr" else "test_accuracy": accuracy})
+        write_summary(root, run, **{"val_accuracy" if run.phase in sweep.VARIATIONS else "test_accuracy": accuracy})
         if run.phase == "main" and lab["depth"] == "ode" and not (lab["mixer"] == "ssog" and lab["seed"] == 2):
             base = {"sdpa": 30, "axial": 28, "ssog": 10, "ssog-steered": 14}[lab["mixer"]] + lab["seed"]
             (root / run.phase / run.name / "nfe.json").write_text(json.dumps(
@@ -437,8 +444,8 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
                                                         "ssog-steered": "4"}[t[0]] for t in trials)
     # The atom lr ablation beside the tuning trials that differ from it only in the scale.
     ablation = [[x.strip() for x in line.strip("|").split("|")] for line in
-                text.split("## Atom learning rate")[1].splitlines() if line.startswith("| ssog")]
-    assert {r[0] for r in ablation if r[3] == "ablation"} == {"ssog", "ssog-steered"}
+                text.split("## Atom learning rate")[1].split("## ")[0].splitlines() if line.startswith("| ssog")]
+    assert {r[0] for r in ablation if r[3] == "atom_lr"} == {"ssog", "ssog-steered"}
     assert all(len({r[1] for r in ablation if r[0] == m}) == 1 for m in sweep.SSOG_MIXERS)  # only the scale differs
     assert any(r[3].startswith("tuning trial") for r in ablation)
     setting = text.split("## Setting")[1].split("## ")[0]
