@@ -65,11 +65,11 @@ class ViTConfig:
                              steering head: docs/results/params.md.
                Speed against accuracy, nano on Fashion-MNIST (7×7 tokens, 6 epochs; the tuning table of
                docs/results/accuracy_fashion.md, validation % and inference images/s at 112², Intel Xeon, one
-               thread): steered 4 heads 88.0 % at 24 img/s, 1 head 86.6 % at 66 img/s, SDPA 86.5 % at 55
-               img/s; fixed 8 heads × 4 atoms 88.5 % at 80 img/s. No steered head count there is both more
-               accurate and faster than SDPA, while fixed SSoG is both. The tuning's draw tried 1 and 4 steered
-               heads, not the nano default of 2: that default is a point between the accurate and the fast end,
-               not a measured one (the sweep's final runs use the tuned 4).
+               thread): steered at lr 2e-3, atom lr ×1, 1 / 2 / 4 heads: 86.1 / 87.5 / 88.0 % at 66 / 38 / 24
+               img/s (2 heads: the sweep's "heads" run); SDPA 86.5 % at 55 img/s; fixed 8 heads × 4 atoms
+               88.5 % at 80 img/s. No steered head count there is both clearly more accurate and faster than
+               SDPA, while fixed SSoG is both. The nano default of 2 keeps most of 4 heads' accuracy at 1.6× its
+               speed; the sweep's final runs use the tuned 4.
     atoms      Gaussians per head, 4 for both variants. Fixed, nano, the same table: 8 atoms 88.9 % (atom lr ×10)
                against 4 atoms 88.5 % (×1), for 11 % less speed at 112² (71 vs 80 img/s): within about two
                seed-stds, so 4 stays the default.
