@@ -32,9 +32,8 @@ from fashion_measure import (
     read_json,
     read_speed,
     run_folder,
-    speed_key,
-    speed_model_key,
 )
+from fashion_speed import infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
 
 from ssog_lab.bench.report import markdown_table
 from ssog_lab.models import DEPTHS
@@ -77,20 +76,6 @@ def _nfe(root: Path, runs: list[SweepRun], field: str = "nfe") -> dict[float | s
     return out
 
 
-def speed_index(rows: list[dict]) -> dict[tuple, dict]:
-    """speed.csv rows by (depth, mixer, patch, model overrides, resolution); the last row of a model wins."""
-    return {speed_key(r)[:-1]: r for r in rows}
-
-
-def run_speed(run: SweepRun, speed: dict[tuple, dict] | None) -> dict[int, dict | None]:
-    """{resolution: the speed.csv row of `run`'s model (None when not measured)}."""
-    return {res: (speed or {}).get((*speed_model_key(run), res)) for res in SPEED_RESOLUTIONS}
-
-
-def _ok_speed(row: dict | None) -> float | None:
-    return float(row["images_per_s"]) if row and row.get("status") == "ok" else None
-
-
 def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: dict[tuple, dict] | None = None
                ) -> list[dict]:
     """One row per distinct `keys` of the finished runs: test accuracy (%) over seeds, parameters, training
@@ -117,23 +102,10 @@ def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: d
         if base is not None and row is not base:
             (m1, s1), (m0, s0) = row["accuracy"], base["accuracy"]
             row["vs_sdpa"] = m1 - m0, math.sqrt(s1 ** 2 / row["n"] + s0 ** 2 / base["n"])
-            row["speed_vs_sdpa"] = {res: (mine / theirs if (mine := _ok_speed(row["infer"][res])) and
-                                          (theirs := _ok_speed(base["infer"][res])) else None)
+            row["speed_vs_sdpa"] = {res: (mine / theirs if (mine := ok_speed(row["infer"][res])) and
+                                          (theirs := ok_speed(base["infer"][res])) else None)
                                     for res in SPEED_RESOLUTIONS}
     return rows
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _infer_cell(resolution: int) -> Callable[[dict], str]:
-    def cell(row: dict) -> str:
-        measured = row["infer"][resolution]
-        if measured is None:
-            return "–"
-        return _rate(float(measured["images_per_s"])) if measured["status"] == "ok" else measured["status"]
-    return cell
 
 
 def _nfe_cell(rtol: float) -> Callable[[dict], str]:
@@ -173,8 +145,8 @@ def accuracy_table(rows: list[dict]) -> str:
                "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—", "n": "n",
                "per seed": lambda r: ", ".join(f"{a:.1f}" for a in r["per_seed"]),
-               "parameters": lambda r: f"{r['parameters']:,}", "train images/s": lambda r: _rate(r["images_per_s"]),
-               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS}}
+               "parameters": lambda r: f"{r['parameters']:,}", "train images/s": lambda r: rate(r["images_per_s"]),
+               **{f"inference images/s, {res}²": infer_cell(res) for res in SPEED_RESOLUTIONS}}
     if any(r["ode"] for r in rows):
         columns |= {f"dopri5 NFE, rtol {rtol:.0e}".replace("e-0", "e-"): _nfe_cell(rtol) for rtol in NFE_RTOLS}
         columns[SOLVER_ACCURACY] = _solver_accuracy_cell
@@ -187,7 +159,7 @@ def beside_table(rows: list[dict]) -> str:
                "mixer": "mixer", "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—"}
     for res in SPEED_RESOLUTIONS:
-        columns[f"images/s, {res}²"] = _infer_cell(res)
+        columns[f"images/s, {res}²"] = infer_cell(res)
         columns[f"× SDPA, {res}²"] = (lambda res: lambda r: _ratio(r.get("speed_vs_sdpa", {}).get(res))
                                       if r["mixer"] != "sdpa" else "—")(res)
     return markdown_table(rows, columns, align="lllrr" + "r" * 2 * len(SPEED_RESOLUTIONS))
@@ -247,33 +219,6 @@ GOAL_COLUMNS = {"goal": "goal", "mixer": "mixer", "Δ accuracy vs SDPA, points (
                 f"inference speed ÷ SDPA's, {HIGH}²": "speed", "verdict": lambda r: f"**{r['verdict']}**"}
 
 
-def speed_section(speed_rows: list[dict]) -> list[str]:
-    """The inference measurements (speed.csv) and where they were made; one line when there are none."""
-    if not speed_rows:
-        return ["No inference measurements yet (speed.csv: `python scripts/fashion_sweep.py speed`, run once the "
-                "tuning has finished)."]
-    first = next((r for r in speed_rows if r["status"] == "ok"), speed_rows[0])
-    where = (f"Inference under `torch.inference_mode()`, untrained weights, batch {first['batch']}, "
-             f"{first.get('threads') or 1} thread, median of the timed batches, one process per configuration "
-             f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}.")
-    columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "model": _model_cell,
-               "resolution": lambda r: f"{r['resolution']}²",
-               "tokens": "tokens", "parameters": lambda r: f"{r['params']:,}" if r.get("params") else "",
-               "images/s": lambda r: _rate(r["images_per_s"]) if r["status"] == "ok" else "",
-               "best images/s": lambda r: _rate(r["best_images_per_s"]) if r["status"] == "ok" else "",
-               "peak MB": lambda r: f"{r['peak_mb']:.0f}" if r["status"] == "ok" else "", "status": "status"}
-    return [where, "", markdown_table(speed_rows, columns, align="llrlrrrrrrl")]
-
-
-MODEL_KEYS = ("heads", "ssog_heads", "atoms")  # what the tuning varies besides the learning rates
-
-
-def _model_cell(row: dict) -> str:
-    """The tuned model settings of a speed.csv row (its overrides: heads, SSoG heads, atoms)."""
-    overrides = row["overrides"] if isinstance(row["overrides"], dict) else json.loads(row["overrides"] or "{}")
-    return ", ".join(f"{k}={overrides[k]}" for k in MODEL_KEYS if k in overrides)
-
-
 def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] | None = None) -> list[str]:
     """The tuning trials' validation accuracy (or failure) beside their models' inference speed (speed.csv): the
     speed–accuracy table the models' defaults are read from. One line when no trial has finished."""
@@ -292,7 +237,7 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
                "hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
                                                        if k not in ("mixer", "trial", "val", "machine", "infer")),
                "validation accuracy %": "val",
-               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS},
+               **{f"inference images/s, {res}²": infer_cell(res) for res in SPEED_RESOLUTIONS},
                "trained on (run.json)": "machine"}
     unrecorded = sum(r["machine"] == "not recorded" for r in rows)
     note = (f" {unrecorded} trained before run.json recorded the machine (accuracy_plan.md says on which host)."
@@ -339,7 +284,7 @@ def variation_section(root: Path, tuning: list[SweepRun], finals: list[SweepRun]
                "shared hyper-parameters": lambda r: ", ".join(f"{k}={v}" for k, v in r.items()
                                                              if k not in ("mixer", "value", "source", "val", "infer")),
                title: lambda r: fmt(r["value"]), "run": "source", "validation accuracy %": "val",
-               **{f"inference images/s, {res}²": _infer_cell(res) for res in SPEED_RESOLUTIONS}}
+               **{f"inference images/s, {res}²": infer_cell(res) for res in SPEED_RESOLUTIONS}}
     return [f"{what}, everything else equal (the tuning trials with the same shared hyper-parameters beside it). One "
             "seed each: read differences under about 0.5 points as noise (the main table's seed-std).", "",
             markdown_table(rows, columns, align="llrlr" + "r" * len(SPEED_RESOLUTIONS))]

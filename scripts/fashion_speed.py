@@ -1,0 +1,65 @@
+"""speed.csv as the Fashion-MNIST report reads it (scripts/fashion_report.py): each run's rows by its exact model,
+the table cells of a measurement, and the section that lists every measurement with where it was made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from fashion_measure import SPEED_RESOLUTIONS, SweepRun, speed_key, speed_model_key
+
+from ssog_lab.bench.report import markdown_table
+
+
+def speed_index(rows: list[dict]) -> dict[tuple, dict]:
+    """speed.csv rows by (depth, mixer, patch, model overrides, resolution); the last row of a model wins."""
+    return {speed_key(r)[:-1]: r for r in rows}
+
+
+def run_speed(run: SweepRun, speed: dict[tuple, dict] | None) -> dict[int, dict | None]:
+    """{resolution: the speed.csv row of `run`'s model (None when not measured)}."""
+    return {res: (speed or {}).get((*speed_model_key(run), res)) for res in SPEED_RESOLUTIONS}
+
+
+def ok_speed(row: dict | None) -> float | None:
+    return float(row["images_per_s"]) if row and row.get("status") == "ok" else None
+
+
+def rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def infer_cell(resolution: int) -> Callable[[dict], str]:
+    def cell(row: dict) -> str:
+        measured = row["infer"][resolution]
+        if measured is None:
+            return "–"
+        return rate(float(measured["images_per_s"])) if measured["status"] == "ok" else measured["status"]
+    return cell
+
+
+def speed_section(speed_rows: list[dict]) -> list[str]:
+    """The inference measurements (speed.csv) and where they were made; one line when there are none."""
+    if not speed_rows:
+        return ["No inference measurements yet (speed.csv: `python scripts/fashion_sweep.py speed`, run once the "
+                "tuning has finished)."]
+    first = next((r for r in speed_rows if r["status"] == "ok"), speed_rows[0])
+    where = (f"Inference under `torch.inference_mode()`, untrained weights, batch {first['batch']}, "
+             f"{first.get('threads') or 1} thread, median of the timed batches, one process per configuration "
+             f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}.")
+    columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "model": model_cell,
+               "resolution": lambda r: f"{r['resolution']}²",
+               "tokens": "tokens", "parameters": lambda r: f"{r['params']:,}" if r.get("params") else "",
+               "images/s": lambda r: rate(r["images_per_s"]) if r["status"] == "ok" else "",
+               "best images/s": lambda r: rate(r["best_images_per_s"]) if r["status"] == "ok" else "",
+               "peak MB": lambda r: f"{r['peak_mb']:.0f}" if r["status"] == "ok" else "", "status": "status"}
+    return [where, "", markdown_table(speed_rows, columns, align="llrlrrrrrrl")]
+
+
+MODEL_KEYS = ("heads", "ssog_heads", "atoms")  # what the tuning varies besides the learning rates
+
+
+def model_cell(row: dict) -> str:
+    """The tuned model settings of a speed.csv row (its overrides: heads, SSoG heads, atoms)."""
+    overrides = row["overrides"] if isinstance(row["overrides"], dict) else json.loads(row["overrides"] or "{}")
+    return ", ".join(f"{k}={overrides[k]}" for k in MODEL_KEYS if k in overrides)
