@@ -1,8 +1,14 @@
 """The subnormal census: counts match the definition, the explicit attention probabilities are the ones the
-mixers apply, and a planted subnormal activation is found under its module's name."""
+mixers apply, and a planted subnormal activation is found under its module's name. The flush comparison script
+pairs operator times with flushing off and on."""
 
+import importlib.util
+from pathlib import Path
+
+import pytest
 import torch
 
+from ssog_lab.bench.report import write_csv
 from ssog_lab.bench.subnormals import attention_probabilities, census_markdown, count_subnormal, subnormal_census
 from ssog_lab.layers import AxialSDPAMixer, SDPAMixer, _merge_heads
 from ssog_lab.models import build_model
@@ -51,3 +57,27 @@ def test_census_finds_a_planted_subnormal_layernorm_output():
     rows = {r["tensor"]: r for r in subnormal_census(model, images)}
     assert rows["LayerNorm"]["subnormal"] >= 2 * 16 * model.config.dim
     assert "| LayerNorm |" in census_markdown(list(rows.values()))
+
+
+def test_flush_compare_pairs_rows_and_reports_the_ratio_range(tmp_path):
+    """scripts/flush_compare.py: times of the same (grid, op) side by side, on ÷ off over every time, and a clear
+    exit when a folder of the pair was not measured the way its place in the pair says."""
+    script = Path(__file__).parents[1] / "scripts" / "flush_compare.py"
+    spec = importlib.util.spec_from_file_location("flush_compare", script)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+
+    def measured(folder, flushed, scale):
+        rows = [{"grid": f"{s}×{s}", "tokens": s * s, "op": op, "forward_ms": scale * s, "forward_backward_ms": 3 * s,
+                 "heads": 4, "head_dim": 48, "flush_denormal": flushed}
+                for s in (8, 32, 64) for op in ("sdpa", "ssog fixed separable")]
+        write_csv(rows, folder / "operator.csv")
+        return folder
+
+    off, on = measured(tmp_path / "off", False, 1.0), measured(tmp_path / "on", True, 2.0)
+    text = compare.report([(off, on)])
+    assert "| 4 heads × 48 | 64×64 | sdpa | 64.0 / 128.0 | 192.0 / 192.0 |" in text
+    assert "8×8" not in text.split("\n\n")[0]  # only the two largest grids in the table
+    assert "over all 12 times" in text and "1.00 to 2.00" in text
+    with pytest.raises(SystemExit, match="flush_denormal"):
+        compare.report([(on, off)])
