@@ -58,10 +58,10 @@ class ViTConfig:
                              weight work grows with the head count while the contraction does not. The steered
                              operator alone at 64×64, C = 192, M = 4, batch 1, one thread, forward, ms, Intel Xeon
                              / AMD EPYC (docs/results/operator_cpu.md, operator_cpu_amd.md): 24 heads × 8:
-                             411 / 354 (SDPA with 24 heads: 342 / 590); 4 heads × 48: 46 / 25 (SDPA: 109 / 168);
-                             1 head × 192: 16 (Intel). In the whole ViT-Tiny (4 steered heads) that is 1.5–1.6×
-                             SDPA's throughput at 1024² and 0.84–0.91× at 224² on the Intel host
-                             (docs/results/scaling_cpu.md). Each steered head also adds atoms × 5 outputs to the
+                             357 / 354 (SDPA with 24 heads: 342 / 590); 4 heads × 48: 36 / 25 (SDPA: 111 / 168);
+                             1 head × 192: 14 (Intel). In the whole ViT-Tiny (4 steered heads) that is 1.7–1.9×
+                             SDPA's throughput at 1024² and 0.72–1.01× at 224² on the Intel host
+                             (docs/results/scaling_cpu.md, two runs). Each steered head also adds atoms × 5 outputs to the
                              steering head: docs/results/params.md.
                Speed against accuracy, nano on Fashion-MNIST (7×7 tokens, 6 epochs; the tuning table of
                docs/results/accuracy_fashion.md, validation % and inference images/s at 112², Intel Xeon, one
