@@ -61,8 +61,8 @@ class ViTConfig:
                              357 / 354 (SDPA with 24 heads: 342 / 590); 4 heads × 48: 36 / 25 (SDPA: 111 / 168);
                              1 head × 192: 14 (Intel). In the whole ViT-Tiny (4 steered heads) that is 1.7–1.9×
                              SDPA's throughput at 1024² and 0.72–1.01× at 224² on the Intel host
-                             (docs/results/scaling_cpu.md, two runs). Each steered head also adds atoms × 5 outputs to the
-                             steering head: docs/results/params.md.
+                             (docs/results/scaling_cpu.md, two runs). Each steered head also adds atoms × 5
+                             outputs to the steering head: docs/results/params.md.
                Speed against accuracy, nano on Fashion-MNIST (7×7 tokens, 6 epochs; the tuning table of
                docs/results/accuracy_fashion.md, validation % and inference images/s at 112², Intel Xeon, one
                thread): steered at lr 2e-3, atom lr ×1, 1 / 2 / 4 heads: 86.1 / 87.5 / 88.0 % at 66 / 38 / 24
