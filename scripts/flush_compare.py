@@ -11,6 +11,7 @@ markdown: the largest grids of each pair side by side, then the range of on ÷ o
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -24,15 +25,14 @@ SSOG_MIN_TOKENS = 1024  # the SSoG range is also given from 32×32 up, where a m
 
 def paired_rows(off_dir: Path, on_dir: Path) -> list[dict]:
     """One dict per (grid, operator) measured in both folders: shape, grid, tokens, op, and the off/on times."""
-    def index(folder: Path) -> dict:
+    def index(folder: Path, flushed: bool) -> dict:
         rows = load_csv(folder / "operator.csv")
-        flushed = {str(r["flush_denormal"]) for r in rows}
-        expected = "True" if folder == on_dir else "False"
-        if flushed != {expected}:
-            sys.exit(f"{folder}: flush_denormal is {sorted(flushed)}, expected {expected} in every row")
+        recorded = {str(r["flush_denormal"]) for r in rows}
+        if recorded != {str(flushed)}:
+            sys.exit(f"{folder}: flush_denormal is {sorted(recorded)}, expected {flushed} in every row")
         return {(r["grid"], r["op"]): r for r in rows}
 
-    off, on = index(off_dir), index(on_dir)
+    off, on = index(off_dir, False), index(on_dir, True)
     return [{"shape": f"{row['heads']} heads × {row['head_dim']}", "grid": grid, "tokens": int(row["tokens"]),
              "op": op, **{f"{t}_off": float(row[t]) for t in TIMES},
              **{f"{t}_on": float(on[grid, op][t]) for t in TIMES}}
@@ -52,7 +52,7 @@ def report(pairs: list[tuple[Path, Path]]) -> str:
 
     def spread(subset: list[dict]) -> str:
         ratios = [r[f"{t}_on"] / r[f"{t}_off"] for r in subset for t in TIMES]
-        return f"{min(ratios):.2f} to {max(ratios):.2f} (median {sorted(ratios)[len(ratios) // 2]:.2f})"
+        return f"{min(ratios):.2f} to {max(ratios):.2f} (median {statistics.median(ratios):.2f})"
 
     ssog = [r for r in rows if r["op"].startswith("ssog") and r["tokens"] >= SSOG_MIN_TOKENS]
     return "\n".join([table, "",
