@@ -144,7 +144,7 @@ def accuracy_table(rows: list[dict]) -> str:
     columns = {"depth": "depth", "mixer": "mixer",
                "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—", "n": "n",
-               "per seed": lambda r: ", ".join(f"{a:.1f}" for a in r["per_seed"]),
+               "per seed": lambda r: ", ".join(f"{a:.2f}" for a in r["per_seed"]),
                "parameters": lambda r: f"{r['parameters']:,}", "train images/s": lambda r: rate(r["images_per_s"]),
                **{f"inference images/s, {res}²": infer_cell(res) for res in SPEED_RESOLUTIONS}}
     if any(r["ode"] for r in rows):

@@ -51,8 +51,8 @@ class ViTConfig:
     heads      attention heads (sdpa, sdpa-math, axial).
     ssog_heads SSoG heads; None resolves per variant (see default_ssog_heads):
                ssog          dim // 8  (nano 8, tiny 24, small 48, base 96). A fixed SSoG head costs atoms × 5
-                             parameters and nothing in mixing time (docs/DESIGN.md §3), and a CPU probe found
-                             16 spread heads far better than 2, so fixed SSoG gets many more heads than attention.
+                             parameters and nothing in mixing time (docs/DESIGN.md §3), so fixed SSoG gets many
+                             more heads than attention (the Fashion-MNIST tuning tried 8 and 16 for nano).
                ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
                              for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
                              weight work grows with the head count while the contraction does not. The steered

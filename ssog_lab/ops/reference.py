@@ -25,7 +25,8 @@ from torch import Tensor
 # (ssog_reference, ops.ssog), and with at most DENSE_MAX_TOKENS_PREPARED when it is prepared once for many calls
 # (`prepare_fixed`, the SSoGMixer's no-grad cache), where only applying it counts. Dense / separable ms, 24 heads × 8
 # (8 heads × 8: the same winners, or ties), M = 4, one thread, min of 8-10 × 3-5 calls (forward + backward: CPU
-# time; forward: wall time), 2-core shared CPU at load ≈ 2.5-4:
+# time; forward: wall time), on the 2-core AMD EPYC host at load ≈ 2.5-4 with the code of 2026-12-02 (not stored
+# as a file; the command below re-measures):
 #   built per call, forward + backward:  6×6 B=1 1.10 / 1.38, B=4 1.80 / 2.12, B=16 5.30 / 6.24, B=64 16.3 / 19.2;
 #                                        8×8 B=1 1.76 / 1.45, B=4 4.07 / 2.74, B=16 11.7 / 8.10, B=64 39.3 / 32.6;
 #   built per call, forward (no grad):   6×6 B=1 0.21 / 0.19, B=4 0.31 / 0.41, B=16 0.73 / 1.28, B=64 2.55 / 5.97;
@@ -40,7 +41,8 @@ DENSE_MAX_TOKENS = 36
 DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
 # smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
-# 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu.md).
+# 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu_fbb74da.md:
+# AMD EPYC, the code of fbb74da, before the tails were cut to zeros; not re-measured since).
 DENSE_MAX_TOKENS_STEERED = 25
 
 # The tails of every Gaussian are cut to exact zeros, never left as subnormal floats (which slow CPU matrix
@@ -89,7 +91,8 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
         weights = F.threshold((u * scale) * half, below, -math.inf).exp2()  # (*S, L)
         return weights / weights.sum(dim=-1, keepdim=True)
     # Without autograd the same steps run in place on u, 2-3× faster on the steered (B, heads, W, H, M, H)
-    # weights (no allocation, one buffer in cache); the maximum is known (λ = 0 at j*), so no max pass.
+    # weights (AMD EPYC host, 2026-12-02; no allocation, one buffer in cache); the maximum is known (λ = 0 at
+    # j*), so no max pass.
     weights = F.threshold_(u.mul_(scale).mul_(half), below, -math.inf).exp2_()  # (*S, L)
     return weights.div_(weights.sum(dim=-1, keepdim=True))
 
@@ -259,7 +262,7 @@ def _fixed_separable(v: Tensor, op: FixedOperator) -> Tensor:
     z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
     # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
     # A loop of in-place GEMMs: one GEMM over (heads·M) and a sum over m is slower (302 against 277 µs at 14×14,
-    # B=1, 24 heads × 8), and an out-of-place sum would copy y once per atom.
+    # B=1, 24 heads × 8, AMD EPYC host, 2026-12-02), and an out-of-place sum would copy y once per atom.
     y = torch.bmm(z[:, 0], col_t[:, 0])  # (heads, H·B·d, W)
     for m in range(1, atoms):
         y.baddbmm_(z[:, m], col_t[:, m])
