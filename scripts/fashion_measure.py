@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -37,7 +38,18 @@ SPEED_FILE = "speed.csv"  # beside the runs folder: docs/results/accuracy_fashio
 SPEED_RESOLUTIONS = (28, 112)  # pixels: the models' own and 4× (the same patch: 16× the tokens)
 SPEED_BATCH = 64  # images per timed batch
 SPEED_TIMEOUT_S = 900.0  # per configuration
-SPEED_COLUMNS = (*bench.COLUMNS, "patch", "overrides")  # the bench's columns, the patch and the exact model
+# the bench's columns, the patch, the exact model, and the code and time of the measurement
+SPEED_COLUMNS = (*bench.COLUMNS, "patch", "overrides", "commit", "measured")
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (a sweep spans sessions: each run and speed row records the code it ran), None
+    outside git."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 class SweepRun(Protocol):
@@ -219,7 +231,8 @@ def speed_step(path: Path, runs: Iterable[SweepRun], log: Callable[[str], None],
     failed = 0
     for patch, config in pending:
         row = {**measure(config, timeout=timeout), "patch": patch,
-               "overrides": json.dumps(config.overrides, sort_keys=True)}
+               "overrides": json.dumps(config.overrides, sort_keys=True), "commit": git_commit(),
+               "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         rows = [r for r in rows if speed_key(r) != speed_key(row)] + [row]
         write_csv(rows, path, SPEED_COLUMNS)
         failed += row["status"] != "ok"

@@ -92,6 +92,7 @@ def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: d
         labels = members[0][0].labels
         rows.append({**dict(zip(keys, key, strict=True)), "accuracy": mean_std(accuracy), "n": len(members),
                      "per_seed": accuracy, "parameters": members[0][1]["parameters"],
+                     "epochs": "/".join(str(e) for e in sorted({s["epochs_done"] for _, s in members})),
                      "images_per_s": statistics.mean(train_speed(root, r, s) for r, s in members),
                      "ode": labels["depth"] == "ode", "nfe": _nfe(root, [r for r, _ in members]),
                      "solver_accuracy": _nfe(root, [r for r, _ in members], "accuracy"),
@@ -155,14 +156,14 @@ def accuracy_table(rows: list[dict]) -> str:
 
 def beside_table(rows: list[dict]) -> str:
     """Accuracy beside inference speed, one line per (patch, depth, mixer), with the ratios to SDPA's speed."""
-    columns = {"patch (grid)": lambda r: f"{r['patch']} ({OWN // r['patch']}×{OWN // r['patch']})", "depth": "depth",
-               "mixer": "mixer", "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
+    columns = {"patch (grid)": lambda r: f"{r['patch']} ({OWN // r['patch']}×{OWN // r['patch']})", "epochs": "epochs",
+               "depth": "depth", "mixer": "mixer", "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—"}
     for res in SPEED_RESOLUTIONS:
         columns[f"images/s, {res}²"] = infer_cell(res)
         columns[f"× SDPA, {res}²"] = (lambda res: lambda r: _ratio(r.get("speed_vs_sdpa", {}).get(res))
                                       if r["mixer"] != "sdpa" else "—")(res)
-    return markdown_table(rows, columns, align="lllrr" + "r" * 2 * len(SPEED_RESOLUTIONS))
+    return markdown_table(rows, columns, align="lrllrr" + "r" * 2 * len(SPEED_RESOLUTIONS))
 
 
 def _verdict(checks: list[bool | None]) -> str:
@@ -377,7 +378,8 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
     parts += ["## Setting", "", *context_lines(root, finals), ""]
     for phase, title in PHASES:
         total = sum(r.phase == phase for r in finals)
-        parts += [f"## {title}", ""]
+        epochs = "/".join(dict.fromkeys(r["epochs"] for r in tables[phase]))  # the recipe's, from the summaries
+        parts += [f"## {title}" + (f", {epochs} epochs" if epochs else ""), ""]
         parts += [accuracy_table(tables[phase])] if tables[phase] else [
             f"No finished {phase} runs yet ({total} runs planned)." if total else
             f"No {phase} runs yet: they start once every tuning trial has finished."]

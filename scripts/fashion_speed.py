@@ -46,7 +46,8 @@ def speed_section(speed_rows: list[dict]) -> list[str]:
     first = next((r for r in speed_rows if r["status"] == "ok"), speed_rows[0])
     where = (f"Inference under `torch.inference_mode()`, untrained weights, batch {first['batch']}, "
              f"{first.get('threads') or 1} thread, median of the timed batches, one process per configuration "
-             f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}.")
+             f"(`ssog_lab.bench`), on {first.get('cpu_model') or first.get('device')}, torch {first.get('torch')}, "
+             f"{_provenance(speed_rows)}.")
     columns = {"depth": "depth", "mixer": "mixer", "patch": "patch", "model": model_cell,
                "resolution": lambda r: f"{r['resolution']}²",
                "tokens": "tokens", "parameters": lambda r: f"{r['params']:,}" if r.get("params") else "",
@@ -54,6 +55,17 @@ def speed_section(speed_rows: list[dict]) -> list[str]:
                "best images/s": lambda r: rate(r["best_images_per_s"]) if r["status"] == "ok" else "",
                "peak MB": lambda r: f"{r['peak_mb']:.0f}" if r["status"] == "ok" else "", "status": "status"}
     return [where, "", markdown_table(speed_rows, columns, align="llrlrrrrrrl")]
+
+
+def _provenance(speed_rows: list[dict]) -> str:
+    """The code and the time the rows were measured at ("commit X, 2026-12-03 14:38 UTC"), as speed.csv records
+    them; rows from before it recorded them are counted as such."""
+    stamps = sorted({(r["commit"], r["measured"]) for r in speed_rows if r.get("commit")}, key=lambda s: s[1])
+    commits = list(dict.fromkeys(commit for commit, _ in stamps))
+    text = (f"commit {', '.join(commits)}, {stamps[0][1]}" + (f" to {stamps[-1][1]}" if len(stamps) > 1 else "")
+            if stamps else "")
+    missing = sum(not r.get("commit") for r in speed_rows)
+    return "; ".join(filter(None, [text, f"{missing} rows without a recorded commit" if missing else ""]))
 
 
 MODEL_KEYS = ("heads", "ssog_heads", "atoms")  # what the tuning varies besides the learning rates

@@ -222,15 +222,6 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
 
 # ------------------------------------------------------------------------------------------ execution
 
-def _commit() -> str | None:
-    """The checkout's commit (a sweep spans sessions: each run records the code it ran), None outside git."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def command(root: Path, run: Run) -> list[str]:
     """The full train command of `run`: --resume when an interrupted attempt left a checkpoint, --overwrite when
     it died before its first checkpoint (only metrics, nothing finished to keep; the train CLI refuses to
@@ -270,8 +261,9 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
-            record = {"command": shlex.join(argv), "commit": _commit(), "started": time.strftime("%Y-%m-%d %H:%M UTC",
-                      time.gmtime()), "machine": host, "train_images": run.train_images, "labels": run.labels}
+            record = {"command": shlex.join(argv), "commit": fashion_measure.git_commit(),
+                      "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": host,
+                      "train_images": run.train_images, "labels": run.labels}
             (folder / "run.json").write_text(json.dumps(record, indent=1) + "\n")
             log(f"start {run.phase}/{run.name}: {shlex.join(argv)}")
             with open(folder / "train.log", "a") as out:
@@ -335,7 +327,8 @@ def speed_path(args: argparse.Namespace) -> Path:
 
 def nfe(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:
     """The NFE step (nfe.json for finished ODE runs that still have their checkpoint); returns failures."""
-    return fashion_measure.nfe_step(args.runs, runs, args.data_dir, log, args.dry_run, commit=_commit())
+    return fashion_measure.nfe_step(args.runs, runs, args.data_dir, log, args.dry_run,
+                                    commit=fashion_measure.git_commit())
 
 
 def speed(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:

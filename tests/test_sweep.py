@@ -275,7 +275,7 @@ def test_nfe_step_measures_finished_ode_runs_that_still_have_their_checkpoint(tm
     path = root / ode.phase / ode.name / "nfe.json"
     record = json.loads(path.read_text())
     assert record["n_images"] == 8 and record["threads"] == 1 and record["end_time"] == 2.0
-    assert record["trained_solver"]["nfe"] == 4 and record["commit"] == sweep._commit()  # one RK4 step
+    assert record["trained_solver"]["nfe"] == 4 and record["commit"] == measure.git_commit()  # one RK4 step
     by_rtol = {e["rtol"]: e for e in record["dopri5"]}
     assert list(by_rtol) == list(measure.NFE_RTOLS) and all(e["atol"] == e["rtol"] for e in record["dopri5"])
     assert 0 < by_rtol[1e-3]["nfe"] <= by_rtol[1e-5]["nfe"]
@@ -338,6 +338,7 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
     assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls, fail=(1,))) == 1
     rows = bench.load_csv(path)  # the bench's own CSV reader
     assert len(calls) == len(rows) == 32 and list(rows[0]) == list(measure.SPEED_COLUMNS)
+    assert {r["commit"] or None for r in rows} == {measure.git_commit()} and all(r["measured"] for r in rows)
     assert {(r["patch"], r["tokens"]) for r in rows} == {("4", 49), ("4", 784), ("2", 196), ("2", 3136)}
     assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls)) == 0
     assert len(calls) == 32, "measured configurations (the failed one too) are not measured again"
@@ -430,13 +431,15 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert cells[("ode", "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)", "90.0 → 55.0"]  # 1 missing
     assert cells[("discrete", "ssog")][8:] == ["300", "30", "—", "—", "—"]
     beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
-    line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | ode | ssog |"))
-    assert [c.strip() for c in line.strip("|").split("|")][3:] == [
+    line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | 8 | ode | ssog |"))  # 8 epochs
+    assert [c.strip() for c in line.strip("|").split("|")][4:] == [
         "83.00 ± 1.00", f"2.00 ± {math.sqrt(2 / 3):.2f}", "300", "3.00×", "30", "6.00×"]
     assert "per seed" not in beside  # the accuracy rows are read from the phase tables only
     assert goal_verdicts(text) == {("≥", "ssog"): "met", ("≥", "ssog-steered"): "missed",
                                    ("…", "ssog or ssog-steered"): "met", ("fixed", "ssog"): "met"}
     assert "a test CPU" in text.split("## Inference throughput")[1]
+    assert f"commit {measure.git_commit()}, " in text.split("## Inference throughput")[1]  # the code measured
+    assert "## 28², patch 4 (7×7 tokens), 8 epochs" in text  # the recipe's length, from the summaries
     tuning_table = text.split("## Tuning")[1].split("## ")[0]
     trials = [[x.strip() for x in line.strip("|").split("|")] for line in tuning_table.splitlines()
               if line.startswith("| ") and not line.startswith("| mixer")]
