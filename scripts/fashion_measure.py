@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from typing import Protocol
 import torch
 
 from ssog_lab import bench
+from ssog_lab.bench.measure import git_commit
 from ssog_lab.bench.report import write_csv
 from ssog_lab.train import load_model
 
@@ -40,16 +40,6 @@ SPEED_BATCH = 64  # images per timed batch
 SPEED_TIMEOUT_S = 900.0  # per configuration
 # the bench's columns, the patch, the exact model, and the code and time of the measurement
 SPEED_COLUMNS = (*bench.COLUMNS, "patch", "overrides", "commit", "measured")
-
-
-def git_commit() -> str | None:
-    """The checkout's commit (a sweep spans sessions: each run and speed row records the code it ran), None
-    outside git."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 class SweepRun(Protocol):

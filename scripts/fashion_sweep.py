@@ -55,7 +55,7 @@ import fashion_measure  # noqa: E402
 import fashion_report  # noqa: E402
 
 from ssog_lab import data, models  # noqa: E402
-from ssog_lab.bench.measure import machine  # noqa: E402
+from ssog_lab.bench.measure import git_commit, machine  # noqa: E402
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
@@ -261,7 +261,7 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
-            record = {"command": shlex.join(argv), "commit": fashion_measure.git_commit(),
+            record = {"command": shlex.join(argv), "commit": git_commit(),
                       "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": host,
                       "train_images": run.train_images, "labels": run.labels}
             (folder / "run.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -328,7 +328,7 @@ def speed_path(args: argparse.Namespace) -> Path:
 def nfe(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:
     """The NFE step (nfe.json for finished ODE runs that still have their checkpoint); returns failures."""
     return fashion_measure.nfe_step(args.runs, runs, args.data_dir, log, args.dry_run,
-                                    commit=fashion_measure.git_commit())
+                                    commit=git_commit())
 
 
 def speed(args: argparse.Namespace, runs: list[Run], log: Callable[[str], None]) -> int:

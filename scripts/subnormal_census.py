@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ssog_lab import data
-from ssog_lab.bench.measure import machine
+from ssog_lab.bench.measure import git_commit, machine
 from ssog_lab.bench.subnormals import census_markdown, subnormal_census
 from ssog_lab.models import build_model
 from ssog_lab.train import load_model
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = (f"# Subnormal floats in the model's activations (CPU)\n\n{INTRO}\n\n"
             f"Machine: {m['cpu_model']} ({m['cpu_vendor']}; {m['cpu_flags']}), torch {torch.__version__}, "
-            f"{m['threads']} thread, denormals flushed: {m['flush_denormal']}, {stamp}.\n"
+            f"{m['threads']} thread, denormals flushed: {m['flush_denormal']}, {stamp}, code at commit "
+            f"{git_commit() or 'unknown (not a git checkout)'}.\n"
             f"Command: `{command.strip()}`\n\n{census_markdown(rows)}\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

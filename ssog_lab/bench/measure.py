@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import subprocess
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +80,16 @@ def machine() -> dict:
     return dict(cpu_model=info.get("model name") or platform.processor() or platform.machine(),
                 cpu_vendor=info.get("vendor_id", ""), cpu_flags=" ".join(flags), threads=torch.get_num_threads(),
                 flush_denormal=denormals_flushed())
+
+
+def git_commit() -> str | None:
+    """The commit of the git checkout this process runs in (12 hex digits): the code a measurement was made
+    with; None outside a git checkout."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def _device_name(device: torch.device) -> str:

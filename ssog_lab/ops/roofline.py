@@ -33,7 +33,8 @@ class Peaks:
     issue: float = 0.0  # lane-instructions per second: warp-instructions/clock/SM × 32 × SMs × clock
 
 
-# NVIDIA H200 SXM: 4.3 TB/s measured device-to-device copy (4.8 on the data sheet), 790 TFLOP/s bf16 measured
+# NVIDIA H200 SXM, achievable rates assumed below the data sheet's (not measured by this project; a GPU run
+# compares them with its own timings): 4.3 TB/s device-to-device copy (4.8 on the data sheet), 790 TFLOP/s bf16
 # (989 data sheet), TF32 half of that and a float32 dot three TF32 products (3×TF32), 67 TFLOP/s FP32; exp: 16
 # MUFU ops per clock per SM; issue: 4 warp-instructions per clock per SM; 132 SMs at 1.98 GHz.
 _SM_CLOCKS = 132 * 1.98e9
