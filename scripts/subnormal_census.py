@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/subnormal_census.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = (f"# Subnormal floats in the model's activations (CPU)\n\n{INTRO}\n\n"
-            f"Machine: {m['cpu_model']} ({m['cpu_vendor']}; {m['cpu_flags']}), torch {torch.__version__}, "
+            f"Machine: {m['cpu_model']} ({m['cpu_vendor']}; {m['cpu_flags'] or 'no avx512/amx'}), "
+            f"torch {torch.__version__}, "
             f"{m['threads']} thread, denormals flushed: {m['flush_denormal']}, {stamp}, code at commit "
             f"{git_commit() or 'unknown (not a git checkout)'}.\n"
             f"Command: `{command.strip()}`\n\n{census_markdown(rows)}\n")
