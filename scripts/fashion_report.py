@@ -1,12 +1,13 @@
 """The report of the Fashion-MNIST sweep (`python scripts/fashion_sweep.py report`), read from the run folders,
-their nfe.json files and speed.csv (scripts/fashion_measure.py):
+their nfe.json files and speed.csv (scripts/fashion_measure.py), plus any speed_*.csv beside it: the same
+inference measurements made on another CPU:
 
 - the issue's goals, each a verdict computed from the files: met, missed or not yet measured;
 - per phase (main, patch2, horizon): test accuracy (mean ± sample std over seeds, the difference to SDPA in
   the same form with its std), parameters, training images/s, inference images/s at 28² and 112², and for
   ODE rows dopri5's NFE;
 - the horizon check's verdict per mixer (flat, or budget-limited: accuracy_plan.md's rule);
-- one table of accuracy beside inference speed (main and patch 2);
+- one table of accuracy beside inference speed (main and patch 2), and one more per other CPU measured;
 - the inference measurements themselves, the tuning trials beside their models' inference speed, and the runs that
   vary one tuned hyper-parameter (atom learning rate, steered head count).
 
@@ -177,13 +178,15 @@ def _gap_text(row: dict | None) -> str:
     return _pm(*row["vs_sdpa"]) if row and "vs_sdpa" in row else "–"
 
 
-def goal_rows(main_rows: list[dict], planned_seeds: int = 1) -> list[dict]:
+def goal_rows(main_rows: list[dict], planned_seeds: int = 1, hosts: list[tuple[str, list[dict]]] | None = None
+              ) -> list[dict]:
     """The issue's goals on the main table (patch 4) as rows {goal, mixer, accuracy, speed, verdict}: an SSoG
     mixer at least as accurate as SDPA (difference of means ≥ 0) in every depth form and faster than SDPA at
-    HIGH² in every depth form (any SSoG mixer meeting it meets the goal); fixed SSoG at most WITHIN_POINTS
-    below SDPA in every depth form. While a row it reads has fewer than `planned_seeds` seeds, a met or missed
-    verdict says "so far" and how many seeds it rests on."""
-    out = _goal_rows(main_rows)
+    HIGH² in every depth form on every CPU measured (any SSoG mixer meeting it meets the goal); fixed SSoG at
+    most WITHIN_POINTS below SDPA in every depth form. `hosts`: (CPU, main rows with that CPU's speed) for each
+    CPU; default: the speed already in `main_rows`, unnamed. While a row it reads has fewer than
+    `planned_seeds` seeds, a met or missed verdict says "so far" and how many seeds it rests on."""
+    out = _goal_rows(main_rows, hosts or [("", main_rows)])
     fewest = min((r["n"] for r in main_rows), default=0)
     if fewest < planned_seeds:
         for row in out:
@@ -192,19 +195,24 @@ def goal_rows(main_rows: list[dict], planned_seeds: int = 1) -> list[dict]:
     return out
 
 
-def _goal_rows(main_rows: list[dict]) -> list[dict]:
+def _goal_rows(main_rows: list[dict], hosts: list[tuple[str, list[dict]]]) -> list[dict]:
     table = {(r["depth"], r["mixer"]): r for r in main_rows}
     out, first = [], []
     for mixer in SSOG_MIXERS:
         rows = [table.get((depth, mixer)) for depth in DEPTHS]
-        gaps = [r["vs_sdpa"][0] >= 0 if r and "vs_sdpa" in r else None for r in rows]
-        ratios = [r.get("speed_vs_sdpa", {}).get(HIGH) if r else None for r in rows]
-        verdict = _verdict(gaps + [q > 1 if q is not None else None for q in ratios])
+        checks = [r["vs_sdpa"][0] >= 0 if r and "vs_sdpa" in r else None for r in rows]
+        speeds = []
+        for host, host_rows in hosts:
+            by_cell = {(r["depth"], r["mixer"]): r for r in host_rows}
+            ratios = [by_cell.get((d, mixer), {}).get("speed_vs_sdpa", {}).get(HIGH) for d in DEPTHS]
+            checks += [q > 1 if q is not None else None for q in ratios]
+            speeds.append("; ".join(f"{d} {_ratio(q)}" for d, q in zip(DEPTHS, ratios, strict=True))
+                          + (f" ({host})" if host else ""))
+        verdict = _verdict(checks)
         first.append(verdict)
         out.append({"goal": f"≥ SDPA's accuracy in all three depth forms and faster at {HIGH}²", "mixer": mixer,
                     "accuracy": "; ".join(f"{d} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)),
-                    "speed": "; ".join(f"{d} {_ratio(q)}" for d, q in zip(DEPTHS, ratios, strict=True)),
-                    "verdict": verdict})
+                    "speed": " / ".join(speeds), "verdict": verdict})
     overall = "met" if "met" in first else "missed" if all(v == "missed" for v in first) else "not yet measured"
     out.append({"goal": "… by at least one SSoG configuration", "mixer": "ssog or ssog-steered", "accuracy": "",
                 "speed": "", "verdict": overall})
@@ -358,17 +366,29 @@ PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14
           ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)"))
 
 
-def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_path: Path | None = None) -> str:
-    """The whole report as markdown (see the module docstring)."""
+def host_of(speed_rows: list[dict]) -> str:
+    """The CPU (or device) a speed file was measured on, from its first row."""
+    return next((r.get("cpu_model") or r.get("device") or "" for r in speed_rows), "") or "an unrecorded machine"
+
+
+def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_path: Path | None = None,
+           other_speed_paths: tuple[Path, ...] = ()) -> str:
+    """The whole report as markdown (see the module docstring). `other_speed_paths`: the same inference
+    measurements made on other CPUs; the speed goal must hold on each of them too."""
     speed_rows = read_speed(speed_path) if speed_path is not None else []
     speed = speed_index(speed_rows)
+    others = [(path, rows) for path in other_speed_paths if (rows := read_speed(path))]
     tables = {phase: group_rows(root, [r for r in finals if r.phase == phase], ("depth", "mixer"), speed)
               for phase, _ in PHASES}
     cells = [(r.labels["depth"], r.labels["mixer"]) for r in finals if r.phase == "main"]
     planned = max((cells.count(c) for c in set(cells)), default=1)  # seeds per main cell
+    main_finals = [r for r in finals if r.phase == "main"]
+    hosts = [(host_of(speed_rows), tables["main"])] + [
+        (host_of(rows), group_rows(root, main_finals, ("depth", "mixer"), speed_index(rows))) for _, rows in others]
     parts = ["# Fashion-MNIST accuracy: mixers × depth forms (generated by scripts/fashion_sweep.py report)", "",
              "## Goals (computed from the tables below)", "",
-             markdown_table(goal_rows(tables["main"], planned), GOAL_COLUMNS, align="lllll"), ""]
+             markdown_table(goal_rows(tables["main"], planned, hosts if others else None), GOAL_COLUMNS,
+                            align="lllll"), ""]
     horizon = horizon_lines(root, finals, tables["main"])
     limited = [line.split(" (")[0].lstrip("- ") for line in horizon if "budget-limited" in line]
     if limited:
@@ -395,13 +415,19 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
               f"same vector field gives other features, and accuracy falls (column \"{SOLVER_ACCURACY}\"). The NFE "
               "therefore measures how hard each trained vector field is to integrate, not the cost of the model as "
               "trained; a claim about adaptive solves needs models trained with the adaptive solver.", ""]
-    beside = group_rows(root, [r for r in finals if r.phase in ("main", "patch2")], ("patch", "depth", "mixer"),
-                        speed)
+    beside_runs = [r for r in finals if r.phase in ("main", "patch2")]
+    beside = group_rows(root, beside_runs, ("patch", "depth", "mixer"), speed)
     parts += ["## Accuracy beside inference speed", "",
-              f"The trained nano models at their own resolution and at {HIGH}² (speed.csv). ViT-Tiny's throughput "
-              "and memory from 224² to 1024² are in `scaling_cpu.md` (the README's claims ledger reads them).", ""]
+              f"The trained nano models at their own resolution and at {HIGH}² (speed.csv, measured on "
+              f"{host_of(speed_rows)}). ViT-Tiny's throughput and memory from 224² to 1024² are in `scaling_cpu.md` "
+              "(the README's claims ledger reads them).", ""]
     parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
+    for path, rows in others:
+        parts += [f"The same models' inference speed measured on {host_of(rows)} ({path.name}):", "",
+                  beside_table(group_rows(root, beside_runs, ("patch", "depth", "mixer"), speed_index(rows))), ""]
     parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
+    for path, rows in others:
+        parts += [f"On another CPU ({path.name}):", "", *speed_section(rows), ""]
     parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
     for phase, (*_, heading, _) in VARIATION_SECTIONS.items():
         parts += [f"## {heading} (validation split, discrete, seed 0)", "",

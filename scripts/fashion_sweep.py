@@ -305,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed-batch", type=int, default=fashion_measure.SPEED_BATCH,
                    help="images per timed batch of the speed step")
     p.add_argument("--speed-out", type=Path, default=None, help="the speed step's CSV (default: "
-                   f"{fashion_measure.SPEED_FILE} beside the runs folder)")
+                   f"{fashion_measure.SPEED_FILE} beside the runs folder; the report also reads every "
+                   "speed_*.csv beside it: the same measurements on another CPU)")
     return p
 
 
@@ -375,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     hyper = best_hyper(args.runs, tuning)
     finals = finals_of(hyper) if hyper else []
     if args.action == "report":
-        text = fashion_report.report(args.runs, tuning, finals, speed_path(args))
+        main_speed = speed_path(args)
+        others = tuple(sorted(p for p in main_speed.parent.glob("speed_*.csv") if p != main_speed))
+        text = fashion_report.report(args.runs, tuning, finals, main_speed, others)
         args.report_out.parent.mkdir(parents=True, exist_ok=True)
         args.report_out.write_text(text)
         print(text)

@@ -474,6 +474,31 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
         ("…", "ssog or ssog-steered"): "not yet measured", ("fixed", "ssog"): "met"}
 
 
+def test_the_speed_goal_must_hold_on_every_cpu_measured(tmp_path):
+    root, speed, other = tmp_path / "runs", tmp_path / "speed.csv", tmp_path / "speed_other.csv"
+    tuning, finals = tuned_finals(root)
+    fabricate_finished_sweep(root, finals, {(d, m): 2 for d in sweep.DEPTHS for m in sweep.SSOG_MIXERS})
+    measure.speed_step(speed, finals + tuning, lambda line: None, measure=stand_in_bench([]))
+    rows = measure.read_speed(speed)  # a second CPU where fixed SSoG is slower than SDPA at 112² in the ODE form
+    for row in rows:
+        row["cpu_model"] = "another CPU"
+        if (row["resolution"], row["depth"], row["mixer"]) == (112, "ode", "ssog"):
+            row["images_per_s"] = 50.0
+    measure.write_csv(rows, other, measure.SPEED_COLUMNS)
+    assert goal_verdicts(rep.report(root, tuning, finals, speed))[("≥", "ssog")] == "met"
+    text = rep.report(root, tuning, finals, speed, (other,))
+    assert goal_verdicts(text)[("≥", "ssog")] == "missed"
+    assert goal_verdicts(text)[("…", "ssog or ssog-steered")] == "met"  # steered: 1.5× on both CPUs
+    goals = text.split("## Goals")[1].split("## ")[0]
+    assert "ode 3.00× (a test CPU) / discrete 3.00×; looped 3.00×; ode 0.50× (another CPU)" in goals
+    beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
+    assert "measured on another CPU (speed_other.csv)" in beside and beside.count("| 4 (7×7) | 8 | ode | ssog |") == 2
+    assert "On another CPU (speed_other.csv)" in text.split("## Inference throughput")[1]
+    other.rename(root.parent / "speed_amd.csv")  # the sweep's report finds speed_*.csv beside speed.csv
+    assert sweep.main(["report", "--runs", str(root), "--report-out", str(tmp_path / "r.md")]) == 0
+    assert "(speed_amd.csv)" in (tmp_path / "r.md").read_text()
+
+
 def test_the_horizon_check_says_whether_the_main_recipe_is_flat(tmp_path):
     root = tmp_path / "runs"
     tuning, finals = tuned_finals(root)
