@@ -371,6 +371,27 @@ def host_of(speed_rows: list[dict]) -> str:
     return next((r.get("cpu_model") or r.get("device") or "" for r in speed_rows), "") or "an unrecorded machine"
 
 
+def speed_parts(root: Path, runs: list[SweepRun], speed_rows: list[dict], others: list[tuple[Path, list[dict]]]
+                ) -> list[str]:
+    """The sections "Accuracy beside inference speed" (one table per CPU measured) and "Inference throughput"
+    (every measurement): `speed_rows` from speed.csv, `others` (file, rows) from the other CPUs' files."""
+    def beside(rows: list[dict]) -> str:
+        table = group_rows(root, runs, ("patch", "depth", "mixer"), speed_index(rows))
+        return beside_table(table) if table else "No finished main or patch-2 runs yet."
+
+    parts = ["## Accuracy beside inference speed", "",
+             f"The trained nano models at their own resolution and at {HIGH}² (speed.csv, measured on "
+             f"{host_of(speed_rows)}). ViT-Tiny's throughput and memory from 224² to 1024² are in `scaling_cpu.md` "
+             "(the README's claims ledger reads them).", ""]
+    parts += [beside(speed_rows), ""]
+    for path, rows in others:
+        parts += [f"The same models' inference speed measured on {host_of(rows)} ({path.name}):", "", beside(rows), ""]
+    parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
+    for path, rows in others:
+        parts += [f"On another CPU ({path.name}):", "", *speed_section(rows), ""]
+    return parts
+
+
 def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_path: Path | None = None,
            other_speed_paths: tuple[Path, ...] = ()) -> str:
     """The whole report as markdown (see the module docstring). `other_speed_paths`: the same inference
@@ -415,19 +436,7 @@ def report(root: Path, tuning: list[SweepRun], finals: list[SweepRun], speed_pat
               f"same vector field gives other features, and accuracy falls (column \"{SOLVER_ACCURACY}\"). The NFE "
               "therefore measures how hard each trained vector field is to integrate, not the cost of the model as "
               "trained; a claim about adaptive solves needs models trained with the adaptive solver.", ""]
-    beside_runs = [r for r in finals if r.phase in ("main", "patch2")]
-    beside = group_rows(root, beside_runs, ("patch", "depth", "mixer"), speed)
-    parts += ["## Accuracy beside inference speed", "",
-              f"The trained nano models at their own resolution and at {HIGH}² (speed.csv, measured on "
-              f"{host_of(speed_rows)}). ViT-Tiny's throughput and memory from 224² to 1024² are in `scaling_cpu.md` "
-              "(the README's claims ledger reads them).", ""]
-    parts += [beside_table(beside) if beside else "No finished main or patch-2 runs yet.", ""]
-    for path, rows in others:
-        parts += [f"The same models' inference speed measured on {host_of(rows)} ({path.name}):", "",
-                  beside_table(group_rows(root, beside_runs, ("patch", "depth", "mixer"), speed_index(rows))), ""]
-    parts += ["## Inference throughput (speed.csv)", "", *speed_section(speed_rows), ""]
-    for path, rows in others:
-        parts += [f"On another CPU ({path.name}):", "", *speed_section(rows), ""]
+    parts += speed_parts(root, [r for r in finals if r.phase in ("main", "patch2")], speed_rows, others)
     parts += ["## Tuning (validation split, discrete, seed 0)", "", *tuning_section(root, tuning, speed), ""]
     for phase, (*_, heading, _) in VARIATION_SECTIONS.items():
         parts += [f"## {heading} (validation split, discrete, seed 0)", "",
