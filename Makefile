@@ -27,7 +27,7 @@ lab: $(STAMP) deb-dataset-fashion-mnist
 ## make test: set up, then lint and run every test (unit, Triton interpreter, notebooks, browser)
 test: $(STAMP) deb-chromium deb-dataset-fashion-mnist
 	$(VENV)/bin/ruff check ssog_lab tests scripts
-	SSOG_LAB_FAST=1 $(PY) -m pytest tests -p no:cacheprovider
+	SSOG_LAB_FAST=1 $(PY) -m pytest tests -p no:cacheprovider --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ssog_lab tests scripts
