@@ -355,7 +355,7 @@ def context_lines(root: Path, finals: list[SweepRun]) -> list[str]:
                  f"{m} " + ", ".join(f"{k}={v}" for k, v in hp.items()) for m, hp in tuned.items()) + "."]
     if machines:
         lines.append("- Trained on (finished final runs): " + ", ".join(f"{h} ({n})" for h, n in machines.items())
-                     + "; one thread each, two runs at a time.")
+                     + "; one thread each, up to two runs at a time (runs/sweep.log has each start and end).")
     if command:
         lines += ["- A main run's command (the others differ in depth, mixer, hyper-parameters and seed):", "",
                   f"      {command}"]
@@ -367,8 +367,16 @@ PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14
 
 
 def host_of(speed_rows: list[dict]) -> str:
-    """The CPU (or device) a speed file was measured on, from its first row."""
-    return next((r.get("cpu_model") or r.get("device") or "" for r in speed_rows), "") or "an unrecorded machine"
+    """The CPU (or device) a speed file was measured on, from its first row, with its vector ISA: CPUs of one
+    name differ in it ("AMD EPYC" hosts with and without AVX-512 have both served here)."""
+    row = speed_rows[0] if speed_rows else {}
+    name = row.get("cpu_model") or row.get("device") or "an unrecorded machine"
+    flags = str(row.get("cpu_flags") or "").split()
+    if not row.get("cpu_model"):
+        return name
+    isa = "AVX-512, AMX" if any(f.startswith("amx") for f in flags) else "AVX-512" if "avx512f" in flags else \
+        "no AVX-512"
+    return f"{name}, {isa}"
 
 
 def speed_parts(root: Path, runs: list[SweepRun], speed_rows: list[dict], others: list[tuple[Path, list[dict]]]

@@ -490,9 +490,12 @@ def test_the_speed_goal_must_hold_on_every_cpu_measured(tmp_path):
     assert goal_verdicts(text)[("≥", "ssog")] == "missed"
     assert goal_verdicts(text)[("…", "ssog or ssog-steered")] == "met"  # steered: 1.5× on both CPUs
     goals = text.split("## Goals")[1].split("## ")[0]
-    assert "ode 3.00× (a test CPU) / discrete 3.00×; looped 3.00×; ode 0.50× (another CPU)" in goals
+    assert ("ode 3.00× (a test CPU, no AVX-512) / discrete 3.00×; looped 3.00×; ode 0.50× (another CPU, no AVX-512)"
+            in goals)
     beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
-    assert "measured on another CPU (speed_other.csv)" in beside and beside.count("| 4 (7×7) | 8 | ode | ssog |") == 2
+    assert "measured on another CPU, no AVX-512 (speed_other.csv)" in beside
+    assert beside.count("| 4 (7×7) | 8 | ode | ssog |") == 2  # one table per CPU
+    assert rep.host_of([{"cpu_model": "X", "cpu_flags": "avx2 avx512f"}]) == "X, AVX-512"  # CPUs of one name differ
     assert "On another CPU (speed_other.csv)" in text.split("## Inference throughput")[1]
     other.rename(root.parent / "speed_amd.csv")  # the sweep's report finds speed_*.csv beside speed.csv
     assert sweep.main(["report", "--runs", str(root), "--report-out", str(tmp_path / "r.md")]) == 0
