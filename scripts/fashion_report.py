@@ -34,7 +34,7 @@ from fashion_measure import (
     read_speed,
     run_folder,
 )
-from fashion_speed import infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
+from fashion_speed import host_of, infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
 
 from ssog_lab.bench.report import markdown_table
 from ssog_lab.models import DEPTHS
@@ -364,19 +364,6 @@ def context_lines(root: Path, finals: list[SweepRun]) -> list[str]:
 
 PHASES = (("main", "28², patch 4 (7×7 tokens)"), ("patch2", "28², patch 2 (14×14 tokens)"),
           ("horizon", "Horizon check: twice the epochs (28², patch 4, seed 0)"))
-
-
-def host_of(speed_rows: list[dict]) -> str:
-    """The CPU (or device) a speed file was measured on, from its first row, with its vector ISA: CPUs of one
-    name differ in it ("AMD EPYC" hosts with and without AVX-512 have both served here)."""
-    row = speed_rows[0] if speed_rows else {}
-    name = row.get("cpu_model") or row.get("device") or "an unrecorded machine"
-    flags = str(row.get("cpu_flags") or "").split()
-    if not row.get("cpu_model"):
-        return name
-    isa = "AVX-512, AMX" if any(f.startswith("amx") for f in flags) else "AVX-512" if "avx512f" in flags else \
-        "no AVX-512"
-    return f"{name}, {isa}"
 
 
 def speed_parts(root: Path, runs: list[SweepRun], speed_rows: list[dict], others: list[tuple[Path, list[dict]]]

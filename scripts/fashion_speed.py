@@ -57,6 +57,19 @@ def speed_section(speed_rows: list[dict]) -> list[str]:
     return [where, "", markdown_table(speed_rows, columns, align="llrlrrrrrrl")]
 
 
+def host_of(speed_rows: list[dict]) -> str:
+    """The CPU (or device) a speed file was measured on, from its first row, with its vector ISA: CPUs of one
+    name differ in it ("AMD EPYC" hosts with and without AVX-512 have both served here)."""
+    row = speed_rows[0] if speed_rows else {}
+    name = row.get("cpu_model") or row.get("device") or "an unrecorded machine"
+    flags = str(row.get("cpu_flags") or "").split()
+    if not row.get("cpu_model"):
+        return name
+    isa = "AVX-512, AMX" if any(f.startswith("amx") for f in flags) else "AVX-512" if "avx512f" in flags else \
+        "no AVX-512"
+    return f"{name}, {isa}"
+
+
 def _provenance(speed_rows: list[dict]) -> str:
     """The code and the time the rows were measured at ("commit X, 2026-12-03 14:38 UTC"), as speed.csv records
     them; rows from before it recorded them are counted as such."""
