@@ -61,13 +61,12 @@ def host_of(speed_rows: list[dict]) -> str:
     """The CPU (or device) a speed file was measured on, from its first row, with its vector ISA: CPUs of one
     name differ in it ("AMD EPYC" hosts with and without AVX-512 have both served here)."""
     row = speed_rows[0] if speed_rows else {}
-    name = row.get("cpu_model") or row.get("device") or "an unrecorded machine"
-    flags = str(row.get("cpu_flags") or "").split()
     if not row.get("cpu_model"):
-        return name
+        return row.get("device") or "an unrecorded machine"
+    flags = str(row.get("cpu_flags") or "").split()
     isa = "AVX-512, AMX" if any(f.startswith("amx") for f in flags) else "AVX-512" if "avx512f" in flags else \
         "no AVX-512"
-    return f"{name}, {isa}"
+    return f"{row['cpu_model']}, {isa}"
 
 
 def _provenance(speed_rows: list[dict]) -> str:

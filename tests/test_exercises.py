@@ -131,12 +131,8 @@ def test_registered_wrong_functions_fail_by_their_mistake_not_by_crashing():
 
 def test_the_nfe_figures_in_notebook_03s_solution_are_what_its_cell_measures():
     """Exercise 7's solution quotes dopri5's NFE on the tied-score ray; the reader's cell must print them."""
-    import json
-    from pathlib import Path
-
-    cells = json.loads((Path(__file__).parents[1] / "notebooks/03_lipschitz_and_picard_lindelof.ipynb").read_text())
-    solution = next(text for c in cells["cells"]
-                    if "viz.dopri5_nfe_along_ray(f, x, s)" in (text := "".join(c["source"])))
+    solution = next(text for text in cells(ROOT / "notebooks/03_lipschitz_and_picard_lindelof.ipynb", "markdown")
+                    if "viz.dopri5_nfe_along_ray(f, x, s)" in text)
     answer = solution.split("<summary>Solution</summary>")[-1]  # exercise 7's, after its code cell
     quoted = [[float(n) for n in group.split(", ")] for group in re.findall(r"(\d+(?:, \d+){3})[;)]", answer)]
     x = viz.ray_point(tied=True)
