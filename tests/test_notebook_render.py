@@ -99,3 +99,28 @@ def test_a_live_figure_displays_live_and_static_views(monkeypatch):
     assert not WIDGET_REPR.search(bundle["text/plain"])
     live.update(slope=3.5)  # the static views are taken when the widget is displayed
     assert live.widget._repr_mimebundle_()[PLOTLY_MIME]["data"][0]["y"] == [0, 3.5]
+
+
+def test_live_figures_open_their_comm_with_traces_and_layout(monkeypatch):
+    """A view that JupyterLab renders from the opening state alone (the anywidget front-end holds back later
+    updates until plotly's bundle loads) must still draw the figure: plain go.FigureWidget opens empty."""
+    import ipywidgets as widgets
+    import plotly.graph_objects as go
+
+    from ssog_lab import viz
+
+    opened = []
+    open_comm = widgets.Widget.open
+
+    def record_opening_state(widget):
+        if isinstance(widget, go.FigureWidget):
+            opened.append((len(widget._widget_data), "height" in widget._widget_layout))
+        open_comm(widget)
+
+    monkeypatch.setattr(widgets.Widget, "open", record_opening_state)
+    go.FigureWidget(go.Figure(go.Scatter(x=[0, 1]), layout={"height": 300}))
+    assert opened == [(0, False)], "plotly's own FigureWidget now opens with its state: LiveFigureWidget can go"
+    opened.clear()
+    kron, monitor = viz.kronecker_widget(grid=(5, 6)), viz.TrainingMonitor(["run"])
+    assert opened == [(4, True), (len(monitor.figure.data), True)]
+    assert kron.figure.comm is not None and monitor.figure.comm is not None

@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from .render import FigureBox
+from .render import FigureBox, LiveFigureWidget
 
 
 class LiveFigure:
@@ -25,7 +25,7 @@ class LiveFigure:
 
     def __init__(self, figure: go.Figure, controls: dict[str, widgets.ValueWidget],
                  redraw: Callable[..., str | None]):
-        self.figure = figure if isinstance(figure, go.FigureWidget) else go.FigureWidget(figure)
+        self.figure = figure if isinstance(figure, go.FigureWidget) else LiveFigureWidget(figure)
         self.controls = controls
         self.readout = widgets.HTML()
         self._redraw = redraw

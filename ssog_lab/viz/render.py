@@ -102,6 +102,29 @@ class FigureBox(widgets.VBox):
             self._shown.update(self._repr_mimebundle_(), raw=True)
 
 
+class LiveFigureWidget(go.FigureWidget):
+    """A plotly FigureWidget whose comm opens with its traces and layout already in the state it sends.
+
+    `go.FigureWidget` opens its comm (ipywidgets does so at the end of `Widget.__init__`) before plotly
+    fills in the synced `_widget_data` and `_widget_layout`, which then follow as an update message. The
+    anywidget front-end holds back such messages until plotly's 5 MB bundle has loaded, and a view that is
+    rendered in between draws from the opening state alone: an empty figure that stays empty, which a
+    learner sees on a busy machine. Opening the comm only once plotly's constructor has returned puts the
+    figure into the opening state, so a view always starts from it; later edits reach the view as before.
+    """
+
+    _opening_deferred = True  # until plotly's constructor has set the figure's state
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._opening_deferred = False
+        self.open()
+
+    def open(self) -> None:
+        if not self._opening_deferred:
+            super().open()
+
+
 def _leaves(box: widgets.Box):
     """The non-box widgets inside `box`, depth first, in display order."""
     for child in box.children:

@@ -21,7 +21,7 @@ from torch import nn
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
-from .render import FigureBox
+from .render import FigureBox, LiveFigureWidget
 
 
 def _colour(name: str, index: int) -> str:
@@ -66,7 +66,7 @@ class TrainingMonitor:
         figure.update_yaxes(range=[0, 1.02], row=1, col=2)
         figure.update_layout(height=420, width=980, title=title, margin={"t": 70},
                              legend={"orientation": "h", "y": -0.2})
-        self.figure = go.FigureWidget(figure)
+        self.figure = LiveFigureWidget(figure)
         self.readout = widgets.HTML()
         self.widget = FigureBox([self.readout, self.figure])
         self.latest: dict[str, dict] = {}
