@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbconvert import HTMLExporter
 
@@ -21,6 +22,8 @@ from ssog_lab.viz.render import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# The xdist group of every test that runs a notebook (see test_browser.py): each notebook executes once.
+NOTEBOOK_PARAMS = [pytest.param(path, id=path.stem, marks=pytest.mark.xdist_group("notebooks")) for path in NOTEBOOKS]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # plotly.js once (4.8 MB with plotly 7.1) + 2.2 MB for all other outputs. Before the static views an executed
 # notebook held 5 MB of widget state per live figure (01: 15.6 MB, 03: 20.5 MB).
@@ -41,7 +44,7 @@ def test_found_the_notebooks():
     assert len(NOTEBOOKS) >= 9, f"expected the course's notebooks in notebooks/, found {NOTEBOOKS}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_notebook_runs_and_stays_small(path, executed):
     nb, _ = executed(path)
     size = len(nbformat.writes(nb).encode())
@@ -49,7 +52,7 @@ def test_notebook_runs_and_stays_small(path, executed):
     assert "widgets" not in nb.metadata, "executed without widget state, yet the notebook holds some"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_every_figure_renders_as_a_plot_without_a_kernel(path, executed):
     nb, html = executed(path)
     figures = figure_outputs(nb)
@@ -101,9 +104,9 @@ def test_a_live_figure_displays_live_and_static_views(monkeypatch):
     assert live.widget._repr_mimebundle_()[PLOTLY_MIME]["data"][0]["y"] == [0, 3.5]
 
 
-def test_live_figures_open_their_comm_with_traces_and_layout(monkeypatch):
-    """A view that JupyterLab renders from the opening state alone (the anywidget front-end holds back later
-    updates until plotly's bundle loads) must still draw the figure: plain go.FigureWidget opens empty."""
+def test_live_figures_open_their_comm_with_their_first_drawing(monkeypatch):
+    """The anywidget front-end drops a figure's messages if plotly's bundle loads too slowly, and the view
+    keeps the state the comm opened with: that state must be the drawn figure (plain go.FigureWidget: empty)."""
     import ipywidgets as widgets
     import plotly.graph_objects as go
 
@@ -113,14 +116,17 @@ def test_live_figures_open_their_comm_with_traces_and_layout(monkeypatch):
     open_comm = widgets.Widget.open
 
     def record_opening_state(widget):
-        if isinstance(widget, go.FigureWidget):
-            opened.append((len(widget._widget_data), "height" in widget._widget_layout))
+        if isinstance(widget, go.FigureWidget) and widget.comm is None:
+            opened.append(([trace.get("z") for trace in widget._widget_data], widget._widget_layout.get("height")))
         open_comm(widget)
 
     monkeypatch.setattr(widgets.Widget, "open", record_opening_state)
-    go.FigureWidget(go.Figure(go.Scatter(x=[0, 1]), layout={"height": 300}))
-    assert opened == [(0, False)], "plotly's own FigureWidget now opens with its state: LiveFigureWidget can go"
+    go.FigureWidget(go.Figure(go.Heatmap(z=[[1.0]]), layout={"height": 300}))
+    assert opened == [([], None)], "plotly's own FigureWidget now opens with its state: LiveFigureWidget can go"
     opened.clear()
     kron, monitor = viz.kronecker_widget(grid=(5, 6)), viz.TrainingMonitor(["run"])
-    assert opened == [(4, True), (len(monitor.figure.data), True)]
+    (first_z, height), (monitor_z, monitor_height) = opened
+    assert [np.shape(z) for z in first_z] == [(5, 5), (6, 6), (30, 30), (30, 30)] and height == 340
+    np.testing.assert_array_equal(first_z[3], kron.figure.data[3].z)  # the drawing, not the zeros it started as
+    assert len(monitor_z) == len(monitor.figure.data) and monitor_height == 420
     assert kron.figure.comm is not None and monitor.figure.comm is not None

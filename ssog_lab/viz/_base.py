@@ -14,7 +14,7 @@ from .render import FigureBox, LiveFigureWidget
 class LiveFigure:
     """A plotly FigureWidget driven by ipywidgets controls.
 
-    figure:   the `go.FigureWidget` shown in the notebook;
+    figure:   the figure; shown as a `LiveFigureWidget` (a plotly FigureWidget) in the notebook;
     controls: name -> ipywidget (sliders, dropdowns …) whose `.value` feeds `update`;
     redraw:   `redraw(figure, **values)` recomputes the figure's traces (and may return a readout string).
 
@@ -25,7 +25,7 @@ class LiveFigure:
 
     def __init__(self, figure: go.Figure, controls: dict[str, widgets.ValueWidget],
                  redraw: Callable[..., str | None]):
-        self.figure = figure if isinstance(figure, go.FigureWidget) else LiveFigureWidget(figure)
+        self.figure = LiveFigureWidget(figure)
         self.controls = controls
         self.readout = widgets.HTML()
         self._redraw = redraw
@@ -33,6 +33,7 @@ class LiveFigure:
         for control in controls.values():
             control.observe(self._on_change, names="value")
         self.update()
+        self.figure.open_as_drawn()  # the browser's first view of the figure is this drawing
 
     def values(self) -> dict[str, Any]:
         return {name: control.value for name, control in self.controls.items()}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import os
+from copy import deepcopy
 from typing import Any
 
 import ipywidgets as widgets
@@ -103,26 +104,30 @@ class FigureBox(widgets.VBox):
 
 
 class LiveFigureWidget(go.FigureWidget):
-    """A plotly FigureWidget whose comm opens with its traces and layout already in the state it sends.
+    """A plotly FigureWidget whose comm opens on `open_as_drawn()`, with the figure as it is then.
 
-    `go.FigureWidget` opens its comm (ipywidgets does so at the end of `Widget.__init__`) before plotly
-    fills in the synced `_widget_data` and `_widget_layout`, which then follow as an update message. The
-    anywidget front-end holds back such messages until plotly's 5 MB bundle has loaded, and a view that is
-    rendered in between draws from the opening state alone: an empty figure that stays empty, which a
-    learner sees on a busy machine. Opening the comm only once plotly's constructor has returned puts the
-    figure into the opening state, so a view always starts from it; later edits reach the view as before.
+    `go.FigureWidget` opens its comm inside its constructor, before plotly fills in the synced traces and
+    layout; they, and every later edit, follow as messages. The anywidget front-end applies a figure's
+    messages only once plotly's 5 MB bundle has loaded in the browser, and drops all of them for good if
+    that takes over 2 s (anywidget 0.11 on a busy machine): the view keeps its opening state, an empty plot
+    that no control redraws. Opening after the first drawing (`LiveFigure` does) puts that drawing into
+    the opening state, so even then the reader sees the right figure; re-running the cell brings the
+    controls back.
     """
 
-    _opening_deferred = True  # until plotly's constructor has set the figure's state
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._opening_deferred = False
-        self.open()
+    _drawn = False  # ipywidgets' own `open()` from the constructor opens nothing until `open_as_drawn`
 
     def open(self) -> None:
-        if not self._opening_deferred:
+        if self._drawn:
             super().open()
+
+    def open_as_drawn(self) -> None:
+        """Open the comm with the current traces and layout as its opening state (as plotly's own
+        `_repr_mimebundle_` refreshes them before a FigureWidget is displayed)."""
+        self._widget_data = deepcopy(self._data)
+        self._widget_layout = deepcopy(self._layout_obj._props)
+        self._drawn = True
+        self.open()
 
 
 def _leaves(box: widgets.Box):

@@ -67,6 +67,7 @@ class TrainingMonitor:
         figure.update_layout(height=420, width=980, title=title, margin={"t": 70},
                              legend={"orientation": "h", "y": -0.2})
         self.figure = LiveFigureWidget(figure)
+        self.figure.open_as_drawn()
         self.readout = widgets.HTML()
         self.widget = FigureBox([self.readout, self.figure])
         self.latest: dict[str, dict] = {}
