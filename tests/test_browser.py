@@ -257,6 +257,9 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
     base, token, lab_log, _ = lab
     assert (ROOT / "notebooks" / f"{name}.ipynb").is_file(), f"notebooks/{name}.ipynb is missing"
     page = browser.new_page()
+    page_errors = []  # printed with the screenshot: what the page itself reported (e.g. a widget that failed)
+    page.on("console", lambda message: message.type == "error" and page_errors.append(message.text[:300]))
+    page.on("pageerror", lambda error: page_errors.append(str(error)[:300]))
     try:
         # `reset`: start from an empty workspace, not from the one the previous notebook left.
         start = time.monotonic()
@@ -300,7 +303,7 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
     finally:
         path = screenshots / f"{name}.png"
         page.screenshot(path=path)
-        print(f"{name}: {path}")
+        print(f"{name}: {path}" + "".join(f"\n  page error: {text}" for text in page_errors))
         page.close()
         shut_down(base, token, "sessions")  # and their kernels: free the CPU and memory for the next notebook
 

@@ -22,8 +22,6 @@ from ssog_lab.viz.render import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-# The xdist group of every test that runs a notebook (see test_browser.py): each notebook executes once.
-NOTEBOOK_PARAMS = [pytest.param(path, id=path.stem, marks=pytest.mark.xdist_group("notebooks")) for path in NOTEBOOKS]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # plotly.js once (4.8 MB with plotly 7.1) + 2.2 MB for all other outputs. Before the static views an executed
 # notebook held 5 MB of widget state per live figure (01: 15.6 MB, 03: 20.5 MB).
@@ -44,7 +42,7 @@ def test_found_the_notebooks():
     assert len(NOTEBOOKS) >= 9, f"expected the course's notebooks in notebooks/, found {NOTEBOOKS}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_and_stays_small(path, executed):
     nb, _ = executed(path)
     size = len(nbformat.writes(nb).encode())
@@ -52,7 +50,7 @@ def test_notebook_runs_and_stays_small(path, executed):
     assert "widgets" not in nb.metadata, "executed without widget state, yet the notebook holds some"
 
 
-@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_figure_renders_as_a_plot_without_a_kernel(path, executed):
     nb, html = executed(path)
     figures = figure_outputs(nb)
