@@ -459,16 +459,24 @@ print("compiled", count)
 """
 
 
-def test_every_autotune_config_compiles_for_sm90_without_spills():
-    """The (line, d) tiles of the GPU check: 224² and 1024² grids (L = 14, 64) × d = 8, 32, 64."""
+def test_every_autotune_config_compiles_for_sm90_without_spills(tmp_path):
+    """The (line, d) tiles of the GPU check: 224² and 1024² grids (L = 14, 64) × d = 8, 32, 64, compiled by two
+    processes at once (half the shapes each: both cores of a 2-core machine; their ptxas logs go to files, as a
+    full pipe would stall one process while the other is read)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_DEFAULT_FP_FUSION="1", TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
     shapes = [f"{length}x{d}" for length in (14, 64) for d in (8, 32, 64)]
-    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_SM90, *shapes], capture_output=True, text=True, env=env,
-                          timeout=900)
-    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
-    reports = done.stdout.split("=== ")[1:]
-    assert len(reports) == int(done.stdout.split("compiled")[-1])
+    logs = [(tmp_path / f"out{half}.txt", tmp_path / f"err{half}.txt") for half in (0, 1)]
+    processes = []
+    for half, (out, err) in enumerate(logs):
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            processes.append(subprocess.Popen([sys.executable, "-c", COMPILE_FOR_SM90, *shapes[half::2]],
+                                              stdout=stdout, stderr=stderr, env=env))
+    for process, (out, err) in zip(processes, logs, strict=True):
+        assert process.wait(timeout=900) == 0 and "compiled" in out.read_text(), err.read_text()[-3000:]
+    outputs = [out.read_text() for out, _ in logs]
+    reports = [report for stdout in outputs for report in stdout.split("=== ")[1:]]
+    assert len(reports) == sum(int(stdout.split("compiled")[-1]) for stdout in outputs)
     spilling = [r.splitlines()[0] for r in reports
                 if any(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", r))]
     assert reports and not spilling, spilling
