@@ -4,7 +4,9 @@ has one, else a dropdown); the plotly figure next to it must redraw. And every n
 `executed` fixture (conftest.py), opened without running it, shows each of its figures as a drawn plot.
 
 This is the one test that sees what a learner sees: widget and plotly front-ends loaded, the kernel
-answering the browser's comm messages, the figure actually drawn. Screenshots land in a temporary folder
+answering the browser's comm messages, the figure actually drawn. If the page reports that anywidget gave up on a
+figure (its module took over 2 s to load, on a busy machine), the test re-runs the widget's cell once, as the
+README tells the reader to, and checks that figure. Screenshots land in a temporary folder
 whose path is printed (shown by pytest for failing tests, or with `-s`).
 """
 
@@ -222,6 +224,24 @@ def wait_until(page, condition_js: str, arg, timeout_s: float, message: str) -> 
         raise AssertionError(f"{message} within {timeout_s:g} s") from error
 
 
+# anywidget's message when a widget's module did not load within 2 s; it then drops that figure's updates.
+ANYWIDGET_GAVE_UP = "[anywidget] Failed to initialize model."
+
+# Run again the cell whose output holds `plot`; as with Run All, the command's result lands in window.runAllResult.
+RERUN_CELL_JS = """plot => {
+    window.panel.content.activeCellIndex = window.panel.content.widgets.findIndex(cell => cell.node.contains(plot));
+    window.runAllResult = undefined;
+    window.jupyterapp.commands.execute('notebook:run-cell').then(ok => { window.runAllResult = ok; });
+}"""
+
+
+def first_widget(page, notebook):
+    """The notebook's first widget: the first output holding a plotly figure and a control (may match none)."""
+    controls = ".widget-slider, .widget-dropdown select"
+    return (notebook.locator(".jp-OutputArea-output").filter(has=page.locator(".js-plotly-plot"))
+            .filter(has=page.locator(controls)).first)
+
+
 def move_first_control(page, widget, name: str) -> str:
     """Move the widget's first slider three steps (arrow keys), or else pick its first dropdown's next option.
     Returns what it did, for the messages."""
@@ -277,14 +297,18 @@ def test_notebook_runs_and_its_widget_redraws(name, lab, browser, screenshots):
         assert page.evaluate(NOT_RUN_JS) == [], f"{name}: these cells did not run"
         assert page.evaluate("() => window.runAllResult") is True, f"{name}: Run All reported a failure"
 
-        # The first widget: the first output holding a plotly figure and a control; its figure must be drawn.
-        controls = ".widget-slider, .widget-dropdown select"
-        widget = (notebook.locator(".jp-OutputArea-output").filter(has=page.locator(".js-plotly-plot"))
-                  .filter(has=page.locator(controls)).first)
+        widget = first_widget(page, notebook)
         if not widget.count():  # nothing to move: allowed only for a notebook that shows no widget at all
             assert not shows_widget(name), f"{name}: it shows a widget, but no output holds a figure and a control"
             print(f"{name}: opened in {opened - start:.0f} s, ran all cells in {ran - opened:.0f} s, no control")
             return
+        if any(ANYWIDGET_GAVE_UP in text for text in page_errors):
+            # A figure's plotly bundle took over 2 s to load (a busy machine) and anywidget drops its updates for
+            # good (README, "The notebooks"): re-run the widget's cell once, as the reader is told to.
+            page.evaluate(RERUN_CELL_JS, widget.locator(".js-plotly-plot").first.element_handle())
+            wait_until(page, SETTLED_JS, None, 60, f"{name}: re-running the widget's cell did not finish")
+            print(f"{name}: re-ran the widget's cell after '{ANYWIDGET_GAVE_UP}'")
+            widget = first_widget(page, notebook)
         plot = widget.locator(".js-plotly-plot").first
         plot.wait_for(state="visible")
         widget.scroll_into_view_if_needed()
