@@ -30,12 +30,21 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import ode
+from .checks import check_fields
 from .layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
 
 DEPTHS = ("discrete", "looped", "ode")
 MIXERS = ("sdpa", "sdpa-math", "axial", "ssog", "ssog-steered")
 ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
 ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
+# ViTConfig's rules (ssog_lab.checks): the allowed strings, and each number's interval (sizes and counts ≥ 1;
+# ode_T, ssog_heads: None is allowed and means the default).
+CONFIG_CHOICES = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS}
+CONFIG_RANGES = {**{name: dict(low=1) for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim",
+                                                    "layers", "heads", "ssog_heads", "atoms")},
+                 "ssog_init_spread": dict(low=0), "mlp_ratio": dict(low=0, low_open=True),
+                 "ode_step_size": dict(low=0, low_open=True), "ode_T": dict(low=0, low_open=True),
+                 "ode_rtol": dict(low=0, high=1, low_open=True), "ode_atol": dict(low=0)}
 
 
 def default_ssog_heads(dim: int, mixer: str) -> int:
@@ -103,16 +112,11 @@ class ViTConfig:
     ode_solver: str = "torchdiffeq"
 
     def __post_init__(self):
-        choices = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS}
-        for name, valid in choices.items():
-            if getattr(self, name) not in valid:
-                raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
+        check_fields(self, CONFIG_RANGES, CONFIG_CHOICES)
         if self.ssog_heads is None:
             self.ssog_heads = default_ssog_heads(self.dim, self.mixer)
-        for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim", "layers", "heads",
-                     "ssog_heads", "atoms"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if int(self.dim * self.mlp_ratio) < 1:
+            raise ValueError(f"mlp_ratio={self.mlp_ratio} leaves the MLP no hidden feature at dim={self.dim}")
         if self.image_size % self.patch_size:
             raise ValueError(f"image_size={self.image_size} must be a multiple of patch_size={self.patch_size}")
         if self.dim % self.mixer_heads:
@@ -120,8 +124,6 @@ class ViTConfig:
         if self.ode_solver == "ssog_lab" and (self.ode_method == "dopri5" or self.ode_adjoint):
             raise ValueError("ode_method='dopri5' and ode_adjoint=True need ode_solver='torchdiffeq' "
                              "(the library's own solvers are fixed-grid, without adjoint)")
-        if self.ode_step_size <= 0 or (self.ode_T is not None and self.ode_T <= 0):
-            raise ValueError(f"ode_step_size and ode_T must be > 0, got {self.ode_step_size}, {self.ode_T}")
 
     @property
     def mixer_heads(self) -> int:
@@ -246,15 +248,21 @@ class ViT(nn.Module):
         return self.head(self.norm(x).mean(dim=1))  # (B, num_classes)
 
 
-def build_model(preset: str = "nano", depth: str = "discrete", mixer: str = "sdpa", **overrides) -> ViT:
-    """A ViT from a preset ("nano", "tiny", "small", "base") with ViTConfig fields as overrides."""
+def preset_config(preset: str = "nano", depth: str = "discrete", mixer: str = "sdpa", **overrides) -> ViTConfig:
+    """The ViTConfig of a preset ("nano", "tiny", "small", "base") with ViTConfig fields as overrides,
+    every field checked (ValueError naming it); builds nothing, so a caller can check before any work."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
     fields = {f.name for f in dataclasses.fields(ViTConfig)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ValueError(f"unknown ViTConfig field(s) {unknown}; valid fields: {sorted(fields)}")
-    return ViT(ViTConfig(**{**PRESETS[preset], "depth": depth, "mixer": mixer, **overrides}))
+    return ViTConfig(**{**PRESETS[preset], "depth": depth, "mixer": mixer, **overrides})
+
+
+def build_model(preset: str = "nano", depth: str = "discrete", mixer: str = "sdpa", **overrides) -> ViT:
+    """A ViT from a preset ("nano", "tiny", "small", "base") with ViTConfig fields as overrides."""
+    return ViT(preset_config(preset, depth, mixer, **overrides))
 
 
 def count_parameters(model: nn.Module) -> int:

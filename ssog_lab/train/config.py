@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
+
+from ..checks import check_fields
 
 PRECISION_CHOICES = ("auto", "off", "bf16", "fp16")
 # Fields that define the training trajectory: a resumed run must use the same values.
@@ -15,6 +15,13 @@ TRAJECTORY_FIELDS = ("epochs", "batch_size", "lr", "weight_decay", "warmup_epoch
 LEGACY_NAMES = {"amp": "precision"}
 # Defaults that a stored config from before a field existed implicitly used.
 _ABSENT_MEANS = {"atom_lr_scale": 1.0, "validation_fraction": 0.0}
+# Each numeric field's interval (ssog_lab.checks.check_range keywords); a None value means "off" and is not checked.
+RANGES = {**{name: dict(low=1) for name in ("epochs", "batch_size", "log_every", "eval_batch_size", "max_steps")},
+          "save_every": dict(low=0), "seed": dict(low=0, high=2**32 - 1),  # numpy's seeds are 32-bit
+          "lr": dict(low=0, low_open=True), "weight_decay": dict(low=0), "warmup_epochs": dict(low=0),
+          "min_lr_ratio": dict(low=0, high=1), "label_smoothing": dict(low=0, high=1, high_open=True),
+          "grad_clip": dict(low=0, low_open=True), "atom_lr_scale": dict(low=0, low_open=True),
+          "validation_fraction": dict(low=0, high=0.5, high_open=True)}
 
 
 @dataclass
@@ -53,24 +60,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            _check_type(field.name, getattr(self, field.name), field.type)
-        if self.precision not in PRECISION_CHOICES:
-            raise ValueError(f"precision must be one of {PRECISION_CHOICES}, got {self.precision!r}")
-        for name in ("epochs", "batch_size", "log_every", "eval_batch_size"):
-            _check_range(name, getattr(self, name), low=1)
-        _check_range("save_every", self.save_every, low=0)
-        if self.max_steps is not None:
-            _check_range("max_steps", self.max_steps, low=1)
-        _check_range("lr", self.lr, low=0, low_open=True)
-        _check_range("weight_decay", self.weight_decay, low=0)
-        _check_range("warmup_epochs", self.warmup_epochs, low=0)
-        _check_range("min_lr_ratio", self.min_lr_ratio, low=0, high=1)
-        _check_range("label_smoothing", self.label_smoothing, low=0, high=1, high_open=True)
-        if self.grad_clip is not None:
-            _check_range("grad_clip", self.grad_clip, low=0, low_open=True)
-        _check_range("atom_lr_scale", self.atom_lr_scale, low=0, low_open=True)
-        _check_range("validation_fraction", self.validation_fraction, low=0, high=0.5, high_open=True)
+        check_fields(self, RANGES, {"precision": PRECISION_CHOICES})
         if not self.device:
             raise ValueError("device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got ''")
 
@@ -85,25 +75,3 @@ def upgrade(stored: dict) -> dict:
     fields = {LEGACY_NAMES.get(key, key): value for key, value in stored.items()}
     return {**_ABSENT_MEANS, **fields}
 
-
-def _check_type(name: str, value: object, annotation: str) -> None:
-    """Bools are not ints here, ints are fine as floats, None only where the annotation allows it."""
-    if value is None and "None" in annotation:
-        return
-    kind = annotation.split("|")[0].strip()
-    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
-          "float": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "bool": isinstance(value, bool), "str": isinstance(value, str)}[kind]
-    if not ok:
-        raise ValueError(f"{name} must be {annotation}, got {value!r}")
-
-
-def _check_range(name: str, value: float, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False) -> None:
-    """value finite and in [low, high] (an open end excludes the bound); the message names the field."""
-    below = low is not None and (value <= low if low_open else value < low)
-    above = high is not None and (value >= high if high_open else value > high)
-    if not math.isfinite(value) or below or above:
-        interval = (f"{'(' if low_open else '['}{'-inf' if low is None else low}, "
-                    f"{'inf' if high is None else high}{')' if high_open or high is None else ']'}")
-        raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
