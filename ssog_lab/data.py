@@ -19,9 +19,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import io
 import math
-import pickle
 import tarfile
 import zlib
 from collections.abc import Callable
@@ -32,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset
+
+from . import bounded
 
 __all__ = ["ImageDataset", "ImageTransform", "cifar100", "mnist5k", "fashion_mnist", "photo", "PHOTOS", "DATASETS",
            "load_dataset", "CIFAR100_URL", "CIFAR100_MD5", "FASHION_MNIST_ROOT", "FASHION_MNIST_FILES"]
@@ -136,32 +136,9 @@ def _missing_cifar(root: Path) -> FileNotFoundError:
         "archive there (or pass --data-dir / root=); nothing is downloaded at run time.")
 
 
-_NP_CORE = getattr(np, "_core", None) or np.core  # numpy ≥ 2 renamed numpy.core to numpy._core
-# Everything a CIFAR-100 pickle may name: numpy's two array reconstructors (protocol ≤ 4 and 5), under both
-# numpy module names, ndarray and dtype, and plain containers and scalars. Nothing here runs arbitrary code.
-_PICKLE_ALLOWED = {
-    **{(f"{core}.{module}", name): getattr(getattr(_NP_CORE, module), name)
-       for core in ("numpy.core", "numpy._core")
-       for module, name in (("multiarray", "_reconstruct"), ("numeric", "_frombuffer"))},
-    ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
-    **{("builtins", t.__name__): t for t in (list, dict, tuple, set, frozenset, str, bytes, bytearray, int, float,
-                                              bool)},
-}
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Unpickles numpy arrays and builtin containers only; any other global raises UnpicklingError."""
-
-    def find_class(self, module: str, name: str) -> object:
-        try:
-            return _PICKLE_ALLOWED[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only numpy arrays and builtin "
-                                         "containers may appear in a data file") from None
-
-
-def _unpickle(blob: bytes) -> object:
-    return _RestrictedUnpickler(io.BytesIO(blob), encoding="bytes").load()
+# The largest cifar-100-python member accepted (the official train pickle: about 155 MB); each pickle is then bounded
+# by its own length (bounded.unpickle_data).
+CIFAR100_MEMBER_MAX_BYTES = 1 << 28
 
 
 @functools.lru_cache(maxsize=4)
@@ -180,7 +157,7 @@ def _read_cifar_files(root: Path, split: str, check_md5: bool) -> tuple[Path, di
     folder, archive = root / "cifar-100-python", root / "cifar-100-python.tar.gz"
     names = (split, "meta")
     if (folder / split).is_file() and (folder / "meta").is_file():
-        source, blobs = folder, {name: (folder / name).read_bytes() for name in names}
+        source, blobs = folder, {name: bounded.read_file(folder / name, CIFAR100_MEMBER_MAX_BYTES) for name in names}
     elif archive.is_file():
         if check_md5:
             stat = archive.stat()
@@ -199,7 +176,8 @@ def _read_cifar_files(root: Path, split: str, check_md5: bool) -> tuple[Path, di
                     if member is None or not member.isfile():
                         raise ValueError(f"{archive} is not a cifar-100-python archive: no file "
                                          f"cifar-100-python/{name}")
-                    blobs[name] = tar.extractfile(member).read()
+                    where = f"{archive} (member {member.name})"
+                    blobs[name] = bounded.read_at_most(tar.extractfile(member), CIFAR100_MEMBER_MAX_BYTES, where)
         except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
             raise ValueError(f"{archive}: corrupt or not a .tar.gz archive ({type(err).__name__}: {err})") from err
     else:
@@ -207,11 +185,7 @@ def _read_cifar_files(root: Path, split: str, check_md5: bool) -> tuple[Path, di
     dicts = []
     for name in names:
         where = folder / name if source == folder else f"{archive} (member cifar-100-python/{name})"
-        try:
-            obj = _unpickle(blobs[name])
-        except (pickle.UnpicklingError, EOFError, TypeError, ValueError, KeyError, IndexError, AttributeError,
-                ImportError) as err:
-            raise ValueError(f"{where}: not a readable CIFAR-100 file ({type(err).__name__}: {err})") from err
+        obj = bounded.unpickle_data(bytes(blobs[name]), where)
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: not a CIFAR-100 file (holds a {type(obj).__name__}, expected a dict)")
         dicts.append(obj)
@@ -298,6 +272,7 @@ FASHION_MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx
                        "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                          "Ankle boot"]
+IDX_MAX_BYTES = 1 << 26  # the largest idx payload accepted (Fashion-MNIST's training images: 47,040,000 bytes)
 # Mean and std of the 60,000 training images in [0, 1] (tests recompute them from the installed files).
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
 
@@ -313,24 +288,24 @@ def _missing_fashion_mnist(root: Path, missing: list[str]) -> FileNotFoundError:
 
 def _read_idx(path: Path, ndim: int) -> np.ndarray:
     """An idx file (gzip) as a uint8 array: magic 0x00 0x00 0x08 (unsigned byte) ndim, then ndim big-endian
-    uint32 sizes, then exactly prod(sizes) bytes. Anything else is a ValueError naming the file."""
+    uint32 sizes, then exactly prod(sizes) bytes. The header is read first and then at most the bytes it
+    announces (at most IDX_MAX_BYTES), so a small file cannot decompress into gigabytes. Anything else is a
+    ValueError naming the file."""
     try:
         with gzip.open(path, "rb") as f:
-            blob = f.read()
+            magic = f.read(4)
+            if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] != 0x08 or magic[3] != ndim:
+                raise ValueError(f"{path}: not an idx file of unsigned bytes with {ndim} dimension(s): magic "
+                                 f"{magic.hex() or '(empty)'}, expected 000008{ndim:02x}")
+            sizes = f.read(4 * ndim)
+            if len(sizes) < 4 * ndim:
+                raise ValueError(f"{path}: truncated idx header ({4 + len(sizes)} bytes, expected {4 + 4 * ndim})")
+            shape = tuple(int(n) for n in np.frombuffer(sizes, dtype=">u4"))
+            payload = bounded.read_exactly(f, math.prod(shape), path, IDX_MAX_BYTES)  # Python ints: no overflow
+            bounded.expect_end(f, path)
     except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError; a truncated stream an EOFError
         raise ValueError(f"{path}: not a readable gzip file ({type(err).__name__}: {err})") from err
-    header = 4 + 4 * ndim
-    if len(blob) < 4 or blob[:2] != b"\0\0" or blob[2] != 0x08 or blob[3] != ndim:
-        raise ValueError(f"{path}: not an idx file of unsigned bytes with {ndim} dimension(s): magic "
-                         f"{blob[:4].hex() or '(empty)'}, expected 000008{ndim:02x}")
-    if len(blob) < header:
-        raise ValueError(f"{path}: truncated idx header ({len(blob)} bytes, expected {header})")
-    shape = tuple(int(n) for n in np.frombuffer(blob, dtype=">u4", count=ndim, offset=4))
-    expected = header + math.prod(shape)  # Python ints: a foreign header cannot overflow
-    if len(blob) != expected:
-        raise ValueError(f"{path}: {len(blob)} bytes after decompression, but its header {shape} needs {expected} "
-                         f"({'truncated' if len(blob) < expected else 'trailing data'})")
-    return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(shape)
+    return np.frombuffer(payload, dtype=np.uint8).reshape(shape)
 
 
 def fashion_mnist(split: str = "train", root: str | Path | None = None, augment: bool = False,

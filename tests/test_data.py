@@ -9,12 +9,13 @@ import os
 import pickle
 import struct
 import tarfile
+import tracemalloc
 
 import numpy as np
 import pytest
 import torch
 
-from ssog_lab import data
+from ssog_lab import bounded, data
 
 
 def fabricate_cifar100(root, n_train=12, n_test=6, archive=True, seed=0):
@@ -129,7 +130,7 @@ def test_restricted_unpickler_reads_numpy_arrays_under_both_module_names():
     array = np.arange(12, dtype=np.uint8).reshape(3, 4)
     obj = {b"data": array, b"fine_labels": [1, 2], b"name": "x", b"f": 1.5, b"t": (1,), b"s": {1}, b"b": True}
     for protocol in (3, 4, 5):  # protocol 5: numpy's _frombuffer; 3, 4: _reconstruct
-        loaded = data._unpickle(pickle.dumps(obj, protocol=protocol))
+        loaded = bounded.unpickle_data(pickle.dumps(obj, protocol=protocol), "x")
         assert np.array_equal(loaded[b"data"], array) and loaded[b"fine_labels"] == [1, 2]
         assert loaded[b"s"] == {1} and loaded[b"t"] == (1,)
     # The official archive was written by numpy 1 (module numpy.core.multiarray): rename it in protocol 3's
@@ -137,10 +138,10 @@ def test_restricted_unpickler_reads_numpy_arrays_under_both_module_names():
     new, old = b"numpy._core.multiarray\n", b"numpy.core.multiarray\n"
     blob = pickle.dumps(obj, protocol=3).replace(new, old)
     assert old in blob and new not in blob
-    assert np.array_equal(data._unpickle(blob)[b"data"], array)
+    assert np.array_equal(bounded.unpickle_data(blob, "x")[b"data"], array)
     for forbidden in (os.system, getattr, eval, np.load):
-        with pytest.raises(pickle.UnpicklingError, match="refusing"):
-            data._unpickle(pickle.dumps(forbidden))
+        with pytest.raises(ValueError, match="refusing"):
+            bounded.unpickle_data(pickle.dumps(forbidden), "x")
 
 
 def test_cifar100_checks_the_published_md5(tmp_path, monkeypatch):
@@ -243,7 +244,7 @@ def test_fashion_mnist_bad_files_name_the_file(tmp_path, case):
     elif case == "huge header":  # 2³²−1 per dimension: the size must not overflow into a plausible value
         with gzip.open(images_path, "wb") as f:
             f.write(bytes([0, 0, 8, 3]) + struct.pack(">3I", *[2 ** 32 - 1] * 3) + bytes(100))
-        match = "needs 79228162458924105385300197391 .truncated"
+        match = "announces 79228162458924105385300197375 bytes, more than"
     elif case == "trailing data":
         with gzip.open(labels_path, "wb") as f:
             f.write(bytes([0, 0, 8, 1]) + struct.pack(">I", 20) + bytes(21))
@@ -267,6 +268,92 @@ def test_fashion_mnist_bad_files_name_the_file(tmp_path, case):
         data.fashion_mnist("train", tmp_path)
     assert str(culprit) in str(info.value)
     assert len(data.fashion_mnist("test", tmp_path)) == 10  # the other split's files are untouched
+
+
+def _peak_bytes_of(call) -> tuple[int, BaseException]:
+    """(the peak of Python allocations while `call()` runs, the exception it raised): decompressed bytes and numpy
+    arrays are traced, so a reader that materializes what a small file describes shows here."""
+    tracemalloc.start()
+    try:
+        call()
+    except (ValueError, MemoryError) as err:
+        error = err
+    else:
+        error = None
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak, error
+
+
+@pytest.mark.parametrize("case", ["zeros after a valid header", "a header announcing 60000×2000×2000"])
+def test_a_small_idx_file_cannot_decompress_into_gigabytes(tmp_path, case):
+    fabricate_fashion_mnist(tmp_path)
+    images_path = tmp_path / data.FASHION_MNIST_FILES["train"][0]
+    shape = (20, 28, 28) if case.startswith("zeros") else (60000, 2000, 2000)
+    with gzip.open(images_path, "wb") as f:  # 32 MB of zeros: about 32 kB on disk
+        f.write(bytes([0, 0, 8, 3]) + struct.pack(">3I", *shape))
+        for _ in range(32):
+            f.write(bytes(1 << 20))
+    assert images_path.stat().st_size < 100_000
+    peak, error = _peak_bytes_of(lambda: data.fashion_mnist("train", tmp_path))
+    assert isinstance(error, ValueError) and str(images_path) in str(error)
+    assert ("trailing data" if case.startswith("zeros") else "announces 240000000000 bytes") in str(error)
+    assert peak < 4 << 20, f"{peak} bytes allocated before the refusal"
+
+
+def _shared_lists(depth: int, width: int = 16) -> list:
+    """A list that pickles to a few hundred bytes and describes width**depth integers (each level shares one list)."""
+    x = [0] * width
+    for _ in range(depth - 1):
+        x = [x] * width
+    return x
+
+
+class _AsksForBytes:
+    def __init__(self, n):
+        self.n = n
+
+    def __reduce__(self):  # bytes(n) is an allowed constructor; n = 10**10 would allocate 10 GB
+        return bytes, (self.n,)
+
+
+@pytest.mark.parametrize("payload", ["shared nested lists", "bytes(10**10)", "a list that contains itself"])
+def test_a_small_cifar_pickle_cannot_describe_gigabytes(tmp_path, payload):
+    if payload == "shared nested lists":  # the issue's case: 13 levels of 16 → 4.5·10¹⁵ elements in np.asarray
+        train = {b"data": _shared_lists(13), b"fine_labels": [0]}
+    elif payload == "bytes(10**10)":
+        train = {b"data": _AsksForBytes(10 ** 10), b"fine_labels": [0]}
+    else:
+        loop = [0]
+        loop.append(loop)
+        train = {b"data": loop, b"fine_labels": [0]}
+    (tmp_path / "cifar-100-python").mkdir()
+    path = tmp_path / "cifar-100-python" / "train"
+    path.write_bytes(pickle.dumps(train))
+    (tmp_path / "cifar-100-python" / "meta").write_bytes(pickle.dumps({b"fine_label_names": [b"x"] * 100}))
+    assert path.stat().st_size < 1000
+    peak, error = _peak_bytes_of(lambda: data.cifar100(tmp_path, "train", check_md5=False))
+    assert isinstance(error, ValueError) and str(path) in str(error), error
+    assert peak < 4 << 20, f"{peak} bytes allocated before the refusal"
+
+
+def test_the_bounded_reader_reads_legitimate_sizes_and_refuses_beyond_its_bound(tmp_path):
+    stream = io.BytesIO(bytes(100))
+    assert len(bounded.read_exactly(stream, 60, "s", limit=60)) == 60
+    with pytest.raises(ValueError, match="s: trailing data"):
+        bounded.expect_end(stream, "s")
+    with pytest.raises(ValueError, match="truncated .39 bytes where its header announces 41"):
+        bounded.read_exactly(stream, 41, "s", limit=100)
+    with pytest.raises(ValueError, match="more than 99 bytes"):
+        bounded.read_at_most(io.BytesIO(bytes(100)), 99, "s")
+    assert bounded.check_described_size({b"a": [1, 2], b"b": np.zeros(7, np.uint8)}, 100, "s") == 1 + (1 + 3) + (1 + 7)
+    with pytest.raises(ValueError, match="describes more than 1000 elements"):
+        bounded.check_described_size(_shared_lists(4, 10), 1000, "s")
+    big = tmp_path / "big"
+    big.write_bytes(bytes(2000))
+    with pytest.raises(ValueError, match="2000 bytes, more than the 1999"):
+        bounded.read_file(big, 1999)
 
 
 def test_fashion_mnist_absent_says_how_to_get_it(tmp_path):
