@@ -26,7 +26,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["odeint", "solve", "CountNFE", "TABLEAUS", "METHODS"]
+__all__ = ["odeint", "solve", "CountNFE", "TABLEAUS", "METHODS", "SolverDivergedError"]
+
+
+class SolverDivergedError(FloatingPointError):
+    """An adaptive solver's step size underflowed: the ODE's state or right-hand side is not finite or blows up."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,13 @@ def solve(func: Callable[[Tensor, Tensor], Tensor], y0: Tensor, t: Tensor, metho
     integrate = torchdiffeq.odeint_adjoint if adjoint else torchdiffeq.odeint
     if method in ("euler", "midpoint", "rk4"):
         return integrate(func, y0, t, method=method, options=dict(step_size=step_size))
-    return integrate(func, y0, t, method=method, rtol=rtol, atol=atol)
+    try:
+        return integrate(func, y0, t, method=method, rtol=rtol, atol=atol)
+    except AssertionError as err:  # torchdiffeq's only report that the adaptive step size fell to nothing
+        if "underflow in dt" not in str(err):
+            raise
+        raise SolverDivergedError(f"the adaptive solver {method} could not advance ({err}): the state or its "
+                                  "derivative is not finite or blows up (a NaN input, or diverging weights)") from err
 
 
 class CountNFE:

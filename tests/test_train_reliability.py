@@ -179,17 +179,28 @@ def test_overwrite_replaces_the_earlier_run(tmp_path):
                   overwrite=True)
 
 
+HOLD_LOCK = "import sys, time; from pathlib import Path; from ssog_lab.train import folder; " \
+            "folder.RunLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(600)"
+
+
 def test_a_locked_run_folder_is_refused_and_a_stale_lock_taken_over(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(ValueError, match=f"in use by process {holder.pid} on {socket.gethostname()}"):
+            train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1), out_dir=tmp_path)
+        assert not (tmp_path / "metrics.jsonl").exists()
+    finally:
+        holder.kill()  # SIGKILL: no cleanup runs, the lock file stays with the dead process's name
+        holder.wait()
     lock = tmp_path / ".lock"
-    lock.write_text(f"{socket.gethostname()} {os.getpid()}\n")  # a live process holds it
-    with pytest.raises(ValueError, match=f"in use by process {os.getpid()}"):
+    assert lock.read_text() == f"{socket.gethostname()} {holder.pid}\n"
+    with pytest.warns(UserWarning, match=f"stale lock .* process {holder.pid}"):
         train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1), out_dir=tmp_path)
-    assert lock.exists() and not (tmp_path / "metrics.jsonl").exists()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    lock.write_text(f"{socket.gethostname()} {gone.pid}\n")
-    with pytest.warns(UserWarning, match=f"stale lock .* process {gone.pid}"):
-        train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1), out_dir=tmp_path)
+    assert not lock.exists()
+    lock.write_bytes(b"")  # what a full disk left: the file was made, its content never written
+    train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=2), out_dir=tmp_path, resume=True)
     assert not lock.exists()
 
 

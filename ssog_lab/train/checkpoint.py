@@ -9,7 +9,7 @@ has format, model, model_config and free metadata; load_model reads both kinds.
 from __future__ import annotations
 
 import dataclasses
-import os
+import io
 import random
 import warnings
 from dataclasses import dataclass, field
@@ -20,9 +20,11 @@ import torch
 from torch import Tensor, nn
 
 from ..models import ViT, ViTConfig
+from .atomic import atomic_write
 from .config import TRAJECTORY_FIELDS, TrainConfig, upgrade
 
-CHECKPOINT_FORMAT = "ssog_lab-checkpoint-v1"
+FORMAT_PREFIX = "ssog_lab-checkpoint-v"
+CHECKPOINT_FORMAT = FORMAT_PREFIX + "1"
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
@@ -30,39 +32,13 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be used; the message names the file and what is wrong."""
 
 
-def _temp_name(path: Path) -> Path:
-    """The one temp file per target (only rank 0 writes), so a killed save leaves at most one leftover."""
-    return path.with_name(f".{path.name}.tmp")
-
-
-def remove_leftover_temps(path: Path) -> list[Path]:
-    """Delete temp files that killed saves of `path` left behind (today's name and the older per-pid ones)."""
-    leftovers = [p for p in path.parent.glob(f".{path.name}.*tmp") if p.is_file()]
-    for p in leftovers:
-        p.unlink(missing_ok=True)
-    return leftovers
-
-
 def atomic_save(obj: object, path: str | Path) -> None:
-    """torch.save to a temp file in path's folder, fsync, then os.replace: a crash at any moment leaves
-    either the old file or the new one, never a partial one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = _temp_name(path)
-    try:
-        with open(temp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # make the rename itself durable
-    finally:
-        os.close(folder)
+    """torch.save into memory, then the one atomic writer (ssog_lab/train/atomic.py): a crash leaves the old
+    file or the new one, and a full disk is an OSError naming `path` (torch.save writing to the file itself
+    would wrap ENOSPC in a RuntimeError)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    atomic_write(path, buffer.getbuffer())
 
 
 def read_checkpoint(path: str | Path, required: tuple[str, ...] = ("model", "model_config")) -> dict:
@@ -79,25 +55,54 @@ def read_checkpoint(path: str | Path, required: tuple[str, ...] = ("model", "mod
         detail = (str(err).splitlines() or [""])[0][:200]
         raise CheckpointError(f"checkpoint {path} is corrupt or truncated and cannot be read "
                               f"({type(err).__name__}: {detail})") from err
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path} is not an ssog_lab checkpoint (no format={CHECKPOINT_FORMAT!r})")
+    _check_format(state, path)
     missing = [key for key in required if key not in state]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing} (a weights-only file cannot be resumed)")
+    _check_weights(state["model"], path)
     return state
 
 
+def _check_format(state: object, path: Path) -> None:
+    """CheckpointError unless `state` is a dict of this format; another version's format is told as such."""
+    tag = state.get("format") if isinstance(state, dict) else None
+    if tag == CHECKPOINT_FORMAT:
+        return
+    version = tag[len(FORMAT_PREFIX):] if isinstance(tag, str) and tag.startswith(FORMAT_PREFIX) else ""
+    if version.isdigit():
+        newer = int(version) > int(CHECKPOINT_FORMAT[len(FORMAT_PREFIX):])
+        raise CheckpointError(f"checkpoint {path} has format {tag!r}, written by {'a newer' if newer else 'an older'} "
+                              f"ssog_lab; this version reads {CHECKPOINT_FORMAT!r}"
+                              + (" (update ssog_lab to read it)" if newer else ""))
+    raise CheckpointError(f"checkpoint {path} is not an ssog_lab checkpoint (no format={CHECKPOINT_FORMAT!r})")
+
+
+def _check_weights(weights: object, path: Path) -> None:
+    """CheckpointError unless `weights` maps names to tensors, all finite (NaN weights would load silently)."""
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise CheckpointError(f"checkpoint {path}: its model entry is not a dict of tensors")
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise CheckpointError(f"checkpoint {path} holds non-finite weights (NaN or inf) in {bad[:5]}; it cannot "
+                              "be used (training never saves such weights, so the file was changed or damaged)")
+
+
 def _model_from_state(state: dict, path: Path) -> tuple[ViT, ViTConfig]:
+    """The model its config describes, with its weights: the config is checked field by field and the
+    weights' shapes against a model built on the meta device, before any memory is allocated for it."""
     try:
         config = ViTConfig(**state["model_config"])
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"checkpoint {path} has an invalid model config: {err}") from err
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in ViT(config).state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state["model"].items()}
+    if found != expected:
+        wrong = sorted(k for k in expected.keys() | found.keys() if found.get(k) != expected.get(k))
+        detail = "; ".join(f"{k}: {found.get(k, 'missing')} (expected {expected.get(k, 'none')})" for k in wrong[:3])
+        raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config ({detail})")
     model = ViT(config)
-    try:
-        model.load_state_dict({k: v.float() for k, v in state["model"].items()})
-    except (RuntimeError, AttributeError) as err:
-        raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config "
-                              f"({' '.join(str(err).split())[:400]})") from err
+    model.load_state_dict({k: v.float() for k, v in state["model"].items()})
     return model, config
 
 
@@ -179,49 +184,101 @@ class TrainState:
 
     @classmethod
     def from_checkpoint(cls, state: dict, rank: int) -> TrainState:
+        """ValueError (resume names the file) when the position or a partial sum is of the wrong kind."""
         epoch, batch, step = (state["position"][k] for k in ("epoch", "batch", "step"))
         window = state.get("window", {"sums": torch.zeros(3, dtype=torch.float64), "images": 0})  # older files
+        if not all(isinstance(v, int) and v >= 0 for v in (epoch, batch, step, window["images"])):
+            raise ValueError(f"position {state['position']} must hold integers ≥ 0")
+        if any(not isinstance(v, Tensor) or v.shape != (3,) for v in (state["epoch_sums"], window["sums"])):
+            raise ValueError("epoch_sums and window sums must be tensors of shape (3,)")
         own = rank == 0  # the all-reduced partial sums live on rank 0 only
         return cls(epoch, batch, step, state["epoch_sums"].clone() if own else torch.zeros(3, dtype=torch.float64),
                    window["sums"].clone() if own else torch.zeros(3, dtype=torch.float64),
                    window["images"], list(state["history"]))
 
 
+def data_signature(dataset) -> dict:
+    """What fixes the training data of a run, stored in its checkpoint for resume to compare: the data set's
+    name, size, stored image shape and transform (which holds the resize and the augmentation)."""
+    images = getattr(dataset, "images", None)
+    return {"name": getattr(dataset, "name", type(dataset).__name__), "images": len(dataset),
+            "image_shape": list(images.shape[1:]) if isinstance(images, Tensor) else None,
+            "transform": repr(getattr(dataset, "transform", None))}
+
+
 def training_checkpoint(module: nn.Module, optimizer, scheduler, scaler, rngs: list[dict], state: TrainState,
-                        sums: Tensor, config: TrainConfig) -> dict:
-    """Everything resume needs, as one dict of tensors and plain containers."""
+                        sums: Tensor, config: TrainConfig, data: dict) -> dict:
+    """Everything resume needs, as one dict of tensors and plain containers; `data` is data_signature's."""
     return {"format": CHECKPOINT_FORMAT, "model": module.state_dict(),
             "model_config": dataclasses.asdict(module.config), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "rng": rngs,
-            "train_config": dataclasses.asdict(config), **state.to_checkpoint(sums)}
+            "train_config": dataclasses.asdict(config), "data": data, **state.to_checkpoint(sums)}
 
 
 RESUME_KEYS = ("model", "model_config", "optimizer", "scheduler", "rng", "position", "train_config")
 
 
+def _differences(stored: dict, current: dict, names) -> str:
+    """ "name stored → current" for each of `names` whose values differ ('' when none)."""
+    return ", ".join(f"{k} {stored.get(k, 'absent')!r} → {current.get(k, 'absent')!r}" for k in names
+                     if stored.get(k, "absent") != current.get(k, "absent"))
+
+
+def _check_same_run(state: dict, path: Path, model: dict, config: TrainConfig, world: int, data: dict) -> None:
+    """CheckpointError, naming each differing field with its stored and current value, unless the checkpoint
+    continues this run: the same model config, trajectory fields of the recipe, training data and world size."""
+    if not isinstance(state["model_config"], dict) or not isinstance(state["train_config"], dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: its model_config or train_config is not a dict")
+    changed = _differences(state["model_config"], model, sorted(model.keys() | state["model_config"].keys()))
+    if changed:
+        raise CheckpointError(f"checkpoint {path} was made for a different model ({changed}); resume needs the "
+                              "same model")
+    changed = _differences(upgrade(state["train_config"]), dataclasses.asdict(config), TRAJECTORY_FIELDS)
+    if changed:
+        raise CheckpointError(f"checkpoint {path} was made with a different recipe ({changed}); resume needs the "
+                              "same recipe")
+    if "data" in state:  # files from before the data were recorded are not compared
+        changed = _differences(state["data"], data, sorted(data))
+        if changed:
+            raise CheckpointError(f"checkpoint {path} was made on different training data ({changed}); resume "
+                                  "needs the same data set, image size and augmentation")
+    if len(state["rng"]) != world:
+        raise CheckpointError(f"checkpoint {path} holds RNG states for {len(state['rng'])} rank(s), "
+                              f"this run has {world}")
+
+
+def _check_optimizer(optimizer, path: Path) -> None:
+    """Each loaded moment has its parameter's shape and is finite (load_state_dict checks neither)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for name, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, Tensor) and value.dim() and (value.shape != p.shape
+                                                                  or not bool(torch.isfinite(value).all())):
+                    raise CheckpointError(f"checkpoint {path}: an optimizer {name} of shape {tuple(value.shape)} "
+                                          f"does not fit its parameter {tuple(p.shape)} or is not finite")
+
+
 def resume(path: Path, module: nn.Module, optimizer, scheduler, scaler, config: TrainConfig, rank: int,
-           world: int) -> TrainState | None:
-    """Load `path` into the model, optimizer, scheduler, scaler and RNGs after checking it belongs to
-    this model, recipe and world size; None (with a warning) when there is no checkpoint yet."""
+           world: int, data: dict) -> TrainState | None:
+    """Load `path` into the model, optimizer, scheduler, scaler and RNGs after checking it continues this
+    run (_check_same_run); None (with a warning) when there is no checkpoint yet. Any entry of the wrong
+    kind or shape is a CheckpointError naming the file."""
     if not path.is_file():
         warnings.warn(f"no checkpoint at {path}: starting from scratch", stacklevel=3)
         return None
     state = read_checkpoint(path, required=RESUME_KEYS)
-    if state["model_config"] != dataclasses.asdict(module.config):
-        raise CheckpointError(f"checkpoint {path} was made for a different model config")
-    stored = upgrade(state["train_config"])
-    changed = [f for f in TRAJECTORY_FIELDS if stored.get(f) != getattr(config, f)]
-    if changed:
-        raise CheckpointError(f"checkpoint {path} was made with different {changed}; resume needs the same recipe")
-    if len(state["rng"]) != world:
-        raise CheckpointError(f"checkpoint {path} holds RNG states for {len(state['rng'])} rank(s), "
-                              f"this run has {world}")
-    module.load_state_dict(state["model"])
     try:
+        _check_same_run(state, path, dataclasses.asdict(module.config), config, world, data)
+        module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-    except ValueError as err:  # e.g. a different parameter grouping
-        raise CheckpointError(f"checkpoint {path}: its optimizer state does not fit ({err})") from err
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    set_rng_state(state["rng"][rank])
-    return TrainState.from_checkpoint(state, rank)
+        _check_optimizer(optimizer, path)
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"][rank])
+        return TrainState.from_checkpoint(state, rank)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as err:
+        detail = f"missing entry {err}" if isinstance(err, KeyError) else " ".join(str(err).split())[:300]
+        raise CheckpointError(f"checkpoint {path} is damaged and cannot be resumed ({type(err).__name__}: "
+                              f"{detail})") from err

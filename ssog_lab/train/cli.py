@@ -17,8 +17,9 @@ import torch
 import torch.distributed as dist
 
 from .. import data as datasets
-from ..models import DEPTHS, MIXERS, PRESETS, build_model, count_parameters
+from ..models import DEPTHS, MIXERS, PRESETS, build_model, count_parameters, preset_config
 from . import folder, loop
+from .atomic import atomic_write
 from .checkpoint import save_weights
 from .config import PRECISION_CHOICES, TrainConfig
 from .runtime import autocast_for, choose_device, world
@@ -85,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("output")
     o.add_argument("--out", default=None, help="run folder (default runs/<preset>-<depth>-<mixer>-<dataset>-s<seed>)")
     o.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    o.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
+    o.add_argument("--overwrite", action="store_true", help="replace the run already in OUT, and an existing "
+                   "--export file")
     o.add_argument("--export", default=None, metavar="PATH", help="also write a small weights-only file here "
                    "(float32, model config, accuracy, command) plus PATH with .json")
     return p
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except loop.DivergedError as err:
+    except FloatingPointError as err:  # loop.DivergedError, or an ODE solver that gave up outside training
         print(f"error: {err}", file=sys.stderr)
         return 1
     except OSError as err:
@@ -128,13 +130,15 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.preset not in PRESETS:
         raise ValueError(f"--preset must be one of {tuple(PRESETS)}, got {args.preset!r}")
     config = _config(args)  # every check before any file is touched or any data is read
+    overrides = dict(args.overrides)
+    # Every --set value is checked here, by ViTConfig's own rules; in_chans and num_classes are checked again
+    # once the data say what they are.
+    image_size = preset_config(args.preset, args.depth, args.mixer, **overrides).image_size
     autocast_for(choose_device(config.device), config.precision)  # a device this machine has, and its precision
     out = Path(args.out or f"runs/{args.preset}-{args.depth}-{args.mixer}-{args.dataset}-s{args.seed}")
     folder.check_run_folder(out, args.resume, args.overwrite)
     if args.export:
-        folder.check_creatable(Path(args.export).parent, "--export folder")
-    overrides = dict(args.overrides)
-    image_size = overrides.get("image_size", PRESETS[args.preset]["image_size"])  # images resized to the model's
+        folder.check_export(Path(args.export), out, args.overwrite)
     train_set = datasets.load_dataset(args.dataset, "train", args.data_dir, image_size, args.augment)
     test_set = datasets.load_dataset(args.dataset, "test", args.data_dir, image_size)
     overrides.setdefault("in_chans", train_set.image_shape[0])
@@ -171,12 +175,12 @@ def _report(args: argparse.Namespace, argv: list[str], model, config: TrainConfi
                **({"test_accuracy": None} if split == "val" else {}),
                "train_seconds": epochs[-1]["time_s"] if epochs else None,
                "train_config": dataclasses.asdict(config)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary))
-    if args.export:
+    if args.export:  # before summary.json, which tells a sweep that the run is finished
         command = "python -m ssog_lab train " + shlex.join(argv)
         metadata = {**summary, "command": command, "date": datetime.date.today().isoformat(),
                     "torch": torch.__version__}
         save_weights(model, args.export, **{f"{split}_accuracy": accuracy}, eval_split=split, command=command,
                      train_config=dataclasses.asdict(config))
-        Path(args.export).with_suffix(".json").write_text(json.dumps(metadata, indent=1) + "\n")
+        atomic_write(folder.export_sidecar(Path(args.export)), json.dumps(metadata, indent=1, allow_nan=False) + "\n")
+    atomic_write(out / "summary.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    print(json.dumps(summary))

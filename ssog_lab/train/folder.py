@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import tempfile
 import warnings
 from pathlib import Path
 
-from .checkpoint import CHECKPOINT_NAME, remove_leftover_temps
+from .atomic import remove_leftover_temps
+from .checkpoint import CHECKPOINT_NAME
 
 RUN_FILES = (CHECKPOINT_NAME, "metrics.jsonl", "metrics.csv")
 LOCK_NAME = ".lock"
@@ -40,56 +42,78 @@ def check_run_folder(out_dir: Path, resume: bool, overwrite: bool) -> None:
                          "continue it, --overwrite to replace it, or choose another --out")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+def export_sidecar(export: Path) -> Path:
+    """The metadata file written beside an --export file: the same path with .json."""
+    return export.with_suffix(".json")
+
+
+def check_export(export: Path, out_dir: Path, overwrite: bool) -> None:
+    """ValueError, before any training, when --export would destroy something: a file of the run folder (its
+    checkpoint above all), a folder, a path that is its own .json sidecar, or (without overwrite) an existing
+    file or sidecar. The export's folder must be creatable."""
+    sidecar = export_sidecar(export)
+    if sidecar.resolve() == export.resolve():
+        raise ValueError(f"--export {export} would hold both the weights and their .json metadata; choose a name "
+                         "that does not end in .json")
+    run_files = {(out_dir / name).resolve() for name in (*RUN_FILES, "summary.json", LOCK_NAME)}
+    clash = [p for p in (export, sidecar) if p.resolve() in run_files]
+    if clash:
+        raise ValueError(f"--export {export} would replace {clash[0]}, a file of the run folder; export elsewhere")
+    if export.is_dir():
+        raise ValueError(f"--export {export} is a folder; give a file name")
+    existing = [str(p) for p in (export, sidecar) if p.exists()]
+    if existing and not overwrite:
+        raise ValueError(f"--export would replace {' and '.join(existing)}; pass --overwrite to replace, or choose "
+                         "another path")
+    check_creatable(export.parent, "--export folder")
 
 
 class RunLock:
-    """An O_EXCL lock file in the run folder holding "host pid". A lock left by a dead process on
-    this host is taken over with a warning; a live one (or another host's) is an error."""
+    """An OS-level lock (flock) on the file `.lock` in the run folder, which holds "host pid" for the messages.
+    The kernel drops the lock when its process dies, however it dies, so a dead run never blocks a later one:
+    a lock file left by a kill is taken over with a warning naming its process, an empty one left by a full
+    disk silently. A live holder makes acquire() a ValueError naming it."""
 
     def __init__(self, out_dir: Path):
         self.path = out_dir / LOCK_NAME
-        self.held = False
+        self.fd: int | None = None
 
     def acquire(self) -> None:
-        for _ in range(2):
+        for _ in range(3):  # a holder that releases between our open() and flock() unlinks the file we opened
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                self._clear_stale()
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{socket.gethostname()} {os.getpid()}\n")
-            self.held = True
-            return
-        raise ValueError(f"run folder {self.path.parent} is locked ({self.path}) and the lock could not be taken")
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.pread(fd, 200, 0).decode(errors="replace").split()
+                os.close(fd)
+                who = f"process {owner[1]} on {owner[0]}" if len(owner) == 2 else "another process"
+                raise ValueError(f"run folder {self.path.parent} is in use by {who} (lock {self.path}); wait for "
+                                 "it to finish") from None
+            if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                self._claim(fd)
+                return
+            os.close(fd)
+        raise ValueError(f"run folder {self.path.parent}: its lock {self.path} could not be taken")
 
-    def _clear_stale(self) -> None:
+    def _claim(self, fd: int) -> None:
+        """Write "host pid" into the locked file, warning when a dead process left its name there."""
+        self.fd = fd
+        left = os.pread(fd, 200, 0).decode(errors="replace").split()
+        if left:
+            warnings.warn(f"taking over the stale lock {self.path} of process {' on '.join(reversed(left))}, "
+                          "which is no longer running", stacklevel=4)
         try:
-            host, pid = self.path.read_text().split()
-            pid = int(pid)
-        except (OSError, ValueError):
-            host, pid = None, None
-        if host == socket.gethostname() and pid is not None and not _alive(pid):
-            warnings.warn(f"removing the stale lock {self.path} of process {pid}, which is no longer running",
-                          stacklevel=4)
-            self.path.unlink(missing_ok=True)
-            return
-        owner = f"process {pid} on {host}" if pid is not None else "an unknown process"
-        raise ValueError(f"run folder {self.path.parent} is in use by {owner} (lock {self.path}); wait for it, or "
-                         "delete the lock file if that run is gone")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode(), 0)
+        except OSError as err:
+            self.release()
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
 
     def release(self) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)  # before unlocking, so no one locks a file that is going away
+            os.close(self.fd)
+            self.fd = None
 
 
 def prepare(out_dir: Path, resume: bool, overwrite: bool) -> RunLock:
@@ -99,7 +123,8 @@ def prepare(out_dir: Path, resume: bool, overwrite: bool) -> RunLock:
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(out_dir)
     lock.acquire()
-    remove_leftover_temps(out_dir / CHECKPOINT_NAME)
+    for name in (*RUN_FILES, "summary.json"):
+        remove_leftover_temps(out_dir / name)
     if overwrite:  # the earlier run goes as a whole, so the folder never mixes two runs
         for name in (*RUN_FILES, "summary.json"):
             (out_dir / name).unlink(missing_ok=True)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
+from ..ode import SolverDivergedError
 from . import checkpoint, folder
 from .checkpoint import CHECKPOINT_NAME, TrainState
 from .config import TrainConfig
@@ -46,11 +47,15 @@ class DivergedError(FloatingPointError):
 def train_step(net: nn.Module, module: nn.Module, optimizer, scaler, images: Tensor, labels: Tensor,
                config: TrainConfig, rt: Runtime, step: int) -> Tensor:
     """One optimizer step on this rank's shard; returns (summed loss, correct, seen) as float64.
-    Raises DivergedError (on every rank) before touching the weights when any rank's loss is not finite."""
-    with rt.autocast():
-        logits = net(images)  # (b, classes)
-        loss = F.cross_entropy(logits.float(), labels, label_smoothing=config.label_smoothing)
-    value = loss.item()
+    Raises DivergedError (on every rank) before touching the weights when any rank's loss is not finite,
+    or an adaptive ODE solver gave up on a non-finite state (ode.SolverDivergedError)."""
+    try:
+        with rt.autocast():
+            logits = net(images)  # (b, classes)
+            loss = F.cross_entropy(logits.float(), labels, label_smoothing=config.label_smoothing)
+        value = loss.item()
+    except SolverDivergedError:
+        value = math.nan  # every rank still joins the check below
     if rt.any(not math.isfinite(value)):
         raise DivergedError(f"training diverged at step {step + 1}: the loss is not finite (here {value}); "
                             "lower the learning rate")
@@ -66,8 +71,9 @@ def train_step(net: nn.Module, module: nn.Module, optimizer, scaler, images: Ten
 
 
 def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, scheduler, scaler,
-         config: TrainConfig, rt: Runtime) -> None:
-    """Checkpoint (rank 0 writes; every rank joins the collectives). Non-finite weights are never saved."""
+         config: TrainConfig, rt: Runtime, data: dict) -> None:
+    """Checkpoint (rank 0 writes; every rank joins the collectives), with `data` (checkpoint.data_signature).
+    Non-finite weights are never saved."""
     if path is None:
         return
     if not all(bool(torch.isfinite(p).all()) for p in module.parameters()):  # equal on every rank under DDP
@@ -77,7 +83,22 @@ def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, sch
     sums = rt.reduce(torch.cat([state.epoch_sums, state.window]))  # (6,) all ranks' partial sums
     if rt.rank == 0:
         checkpoint.atomic_save(checkpoint.training_checkpoint(module, optimizer, scheduler, scaler, rngs, state,
-                                                              sums, config), path)
+                                                              sums, config, data), path)
+
+
+def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -> None:
+    """ValueError, before any folder is made, for a set with no images or labels (a `labels` tensor) outside
+    [0, num_classes) of the model's config: cross_entropy would stop with an IndexError, or report NaN."""
+    classes = getattr(getattr(model, "config", None), "num_classes", None)
+    for name, dataset in (("training set", train_set), ("evaluation set", test_set)):
+        if dataset is None:
+            continue
+        if len(dataset) == 0:
+            raise ValueError(f"the {name} has 0 images")
+        labels = getattr(dataset, "labels", None)
+        if classes is not None and isinstance(labels, Tensor) and (labels.min() < 0 or labels.max() >= classes):
+            raise ValueError(f"the {name} has labels from {int(labels.min())} to {int(labels.max())}, but the model "
+                             f"has num_classes={classes}: labels must lie in [0, {classes})")
 
 
 def start(out_dir: Path | None, resume: bool, overwrite: bool, rt: Runtime) -> folder.RunLock | None:
@@ -98,9 +119,9 @@ def start(out_dir: Path | None, resume: bool, overwrite: bool, rt: Runtime) -> f
 
 
 def initial_state(path: Path | None, resume: bool, module: nn.Module, optimizer, scheduler, scaler,
-                  config: TrainConfig, rt: Runtime) -> TrainState:
+                  config: TrainConfig, rt: Runtime, data: dict) -> TrainState:
     """The state resumed from `path`, or (nothing to resume) a fresh one with every RNG seeded (seed + rank)."""
-    state = checkpoint.resume(path, module, optimizer, scheduler, scaler, config, rt.rank, rt.world) \
+    state = checkpoint.resume(path, module, optimizer, scheduler, scaler, config, rt.rank, rt.world, data) \
         if resume else None
     if state is None:
         checkpoint.seed_everything(config.seed + rt.rank)
@@ -124,6 +145,8 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
     """
     rt = Runtime.current(config)
     out_dir = Path(out_dir) if out_dir is not None else None
+    check_sets(model, train_set, test_set)
+    data = checkpoint.data_signature(train_set)
     split = "val" if config.validation_fraction > 0 else "test"
     if split == "val":
         train_set, test_set = hold_out(train_set, config.validation_fraction)
@@ -133,7 +156,7 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
     lock = start(out_dir, resume, overwrite, rt)
     try:
         path = out_dir / CHECKPOINT_NAME if out_dir is not None else None
-        state = initial_state(path, resume, module, optimizer, scheduler, scaler, config, rt)
+        state = initial_state(path, resume, module, optimizer, scheduler, scaler, config, rt, data)
         net = rt.wrap(module)
         log = Logger(out_dir, state, on_log, rt, plan, config.epochs, config.progress)
         net.train()
@@ -149,7 +172,7 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
                 log.step(state, lr, config.log_every, config.batch_size)
                 periodic = config.save_every and state.step % config.save_every == 0
                 if state.stopped(config) or (periodic and state.batch < plan.steps_per_epoch):
-                    save(path, state, module, optimizer, scheduler, scaler, config, rt)
+                    save(path, state, module, optimizer, scheduler, scaler, config, rt, data)
                 if state.stopped(config):
                     break
             log.end_batches()
@@ -161,7 +184,7 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
                 rt.device, rt.autocast))
             state.next_epoch()
             log.epoch(state, train_totals, evaluated, split, scheduler.get_last_lr()[0])
-            save(path, state, module, optimizer, scheduler, scaler, config, rt)
+            save(path, state, module, optimizer, scheduler, scaler, config, rt, data)
         log.close()
     finally:
         if lock is not None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from torch import Tensor
 
+from .atomic import atomic_write
 from .checkpoint import TrainState
 from .optim import Plan
 from .runtime import Runtime
@@ -28,13 +28,6 @@ def _progress(total: int, desc: str, enabled: bool, position: int, initial: int 
                 dynamic_ncols=True)
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to a temp file next to `path`, then os.replace: a kill leaves the old or the new file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(text, newline="")
-    os.replace(temp, path)
-
-
 class Logger:
     """Records for `state.history`; files under `out_dir` (rank 0, None = no files), rewritten from the
     history at the start (atomically), then appended record by record."""
@@ -44,8 +37,8 @@ class Logger:
         self.rt, self.plan, self.on_log = rt, plan, on_log
         self.paths = None if out_dir is None or rt.rank != 0 else (out_dir / "metrics.jsonl", out_dir / "metrics.csv")
         if self.paths is not None:
-            _replace(self.paths[0], "".join(json.dumps(r) + "\n" for r in state.history))
-            _replace(self.paths[1], "".join(self._csv_line(r, header=i == 0)
+            atomic_write(self.paths[0], "".join(json.dumps(r) + "\n" for r in state.history))
+            atomic_write(self.paths[1], "".join(self._csv_line(r, header=i == 0)
                                             for i, r in enumerate([{}, *state.history])))
         self.show = progress and rt.rank == 0
         self.epochs_bar = _progress(epochs, "epochs", self.show, 0, initial=state.epoch)
