@@ -1,5 +1,5 @@
 """Data sets: CIFAR-100 (the paper's, read from disk), 5,000 embedded MNIST digits (offline default),
-Fashion-MNIST (from the Debian package or a folder), photographs.
+Fashion-MNIST (from the Debian package or a folder), your own images (`image_folder`), photographs.
 
 * `cifar100(root, split)`      — the standard `cifar-100-python` archive or folder, fine labels (100 classes);
                                  unpickled with a restricted unpickler (arrays and plain containers only),
@@ -338,16 +338,17 @@ def fashion_mnist(split: str = "train", root: str | Path | None = None, augment:
                         transform, list(FASHION_MNIST_CLASSES), name=f"fashion-mnist-{split}")  # (N, 1, 28, 28)
 
 
-DATASETS = ("mnist5k", "fashion-mnist", "cifar100")
+DATASETS = ("mnist5k", "fashion-mnist", "cifar100", "folder")
 
 
 def load_dataset(name: str, split: str, root: str | Path | None = None, image_size: int | None = None,
                  augment: bool | None = None) -> ImageDataset:
-    """The data set `name` ("mnist5k" | "fashion-mnist" | "cifar100") by name, as the training CLI picks it.
-    root=None takes the data set's default folder (fashion-mnist: FASHION_MNIST_ROOT; cifar100: "data");
-    mnist5k is embedded and ignores it. augment=None takes the data set's default (cifar100: on for train;
-    the others: off); augmentation only ever applies to the train split. image_size=None: the data set's
-    native size (mnist5k 32 after padding, fashion-mnist 28, cifar100 32)."""
+    """The data set `name` ("mnist5k" | "fashion-mnist" | "cifar100" | "folder") by name, as the training CLI
+    picks it. root=None takes the data set's default folder (fashion-mnist: FASHION_MNIST_ROOT; cifar100: "data");
+    mnist5k is embedded and ignores it; "folder" (your own images, `image_folder.image_folder`) needs it.
+    augment=None takes the data set's default (cifar100: on for train; the others: off); augmentation only ever
+    applies to the train split. image_size=None: the data set's native size (mnist5k 32 after padding,
+    fashion-mnist 28, cifar100 32; folder: 32)."""
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {name!r}")
     train_augment = None if augment is None else (augment and split == "train")
@@ -355,6 +356,12 @@ def load_dataset(name: str, split: str, root: str | Path | None = None, image_si
         return mnist5k(split, augment=bool(train_augment), image_size=image_size or 32)
     if name == "fashion-mnist":
         return fashion_mnist(split, root, augment=bool(train_augment), image_size=image_size or 28)
+    if name == "folder":
+        from .image_folder import image_folder  # it builds on this module's ImageDataset
+
+        if root is None:
+            raise ValueError("the folder data set needs its folder: --data-dir DIR (DIR/<class>/<image>)")
+        return image_folder(root, split, image_size or 32, augment=bool(train_augment))
     return cifar100(root, split, image_size=image_size or 32, augment=train_augment)
 
 

@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dataset", default="mnist5k", choices=datasets.DATASETS)
     d.add_argument("--data-dir", default=None,
                    help="data folder (default: the data set's own: cifar100 'data', holding cifar-100-python.tar.gz "
-                        "or cifar-100-python/; fashion-mnist the Debian package's folder)")
+                        "or cifar-100-python/; fashion-mnist the Debian package's folder); --dataset folder: your "
+                        "images as DIR/<class>/<image>, or DIR/train/<class>/… and DIR/test/<class>/…")
     d.add_argument("--augment", action=argparse.BooleanOptionalAction, default=None,
                    help="training augmentation (default: cifar100 crop+flip on, mnist5k off)")
     _add_config_flags(p.add_argument_group("training"))
