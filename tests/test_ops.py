@@ -328,18 +328,40 @@ def test_large_grid_never_builds_dense(monkeypatch):
     assert out.shape == (1, 2, 256, 4)
 
 
-@pytest.mark.parametrize("batch, grid", [(1, (6, 6)), (1, (7, 6)), (1, (8, 8)), (64, (8, 8)), (1, (9, 8))])
-def test_fixed_path_choice_follows_the_token_count(monkeypatch, batch, grid):
-    """Built per call, the fixed dense kernel is used for N ≤ DENSE_MAX_TOKENS; prepared once (prepare_fixed),
-    for N ≤ DENSE_MAX_TOKENS_PREPARED; at any batch size."""
+@pytest.mark.parametrize("batch, grid", [(1, (6, 6)), (1, (7, 6)), (1, (8, 8)), (64, (8, 8)), (1, (9, 8)),
+                                         (64, (17, 16))])
+def test_fixed_path_choice_follows_the_cost_model(monkeypatch, batch, grid):
+    """Built per call, the fixed dense kernel is used where `_fixed_dense_pays_off` says so (small grids at large
+    B·d, never above DENSE_MAX_TOKENS); prepared once (prepare_fixed), for N ≤ DENSE_MAX_TOKENS_PREPARED at any
+    batch size."""
     n = grid[0] * grid[1]
     built = []
     real = ref.dense_kernel_reference
     monkeypatch.setattr(ref, "dense_kernel_reference", lambda *a: built.append(1) or real(*a))
     params = random_params(2, 3, grid, dtype=torch.float32)
     ops.ssog(torch.randn(batch, 2, n, 2), *params, grid)
-    assert bool(built) == (n <= ref.DENSE_MAX_TOKENS)
+    assert bool(built) == ref._fixed_dense_pays_off(batch * 2, 3, grid)
+    assert bool(built) == (batch == 64 and n <= ref.DENSE_MAX_TOKENS)
     assert (ref.prepare_fixed(*params, grid).kernel is not None) == (n <= ref.DENSE_MAX_TOKENS_PREPARED)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_fixed_backward_zero_fills_no_per_atom_buffer(dense):
+    """The fixed operator's backward zero-fills no buffer larger than the values (B·heads·N·d numbers): the
+    backward of per-atom slices of a saved tensor would allocate and zero-fill a gradient M times that size per
+    atom. Counted as the profiler's fill_ / zero_ events (no timing)."""
+    from torch.profiler import profile
+
+    gen = torch.Generator().manual_seed(0)
+    grid, atoms = (5, 6), 8
+    v = torch.randn(2, 3, 30, 4, generator=gen, requires_grad=True)  # (B, heads, N, d)
+    params = [t.float().requires_grad_() for t in random_params(3, atoms, grid, gen=gen)]
+    y = ssog_reference(v, *params, grid, dense=dense)
+    with profile(record_shapes=True) as prof:
+        y.backward(torch.ones_like(y))
+    filled = [math.prod(e.input_shapes[0]) for e in prof.events() if e.name in ("aten::fill_", "aten::zero_")]
+    assert filled and max(filled) <= v.numel()
+    assert all(t.grad is not None for t in (v, *params))
 
 
 @pytest.mark.parametrize("dense", [True, False])

@@ -7,9 +7,9 @@ Peak memory:
   /proc/self/clear_refs once torch is imported) minus its resident size before the model was built.
 
 Throughput is images/s of the median of the timed batches (`timing.cpu_time`, or `timing.cuda_time` on a
-GPU): inference under `torch.inference_mode()`, or a training step (forward, cross-entropy, backward; no
-optimizer step). Meant for a fresh process (`runner.run_in_subprocess`), so the memory is this
-configuration's own.
+GPU): inference under `torch.inference_mode()`, or a training step (`train_step`: forward, cross-entropy,
+backward, AdamW step). Meant for a fresh process (`runner.run_in_subprocess`), so the memory is this
+configuration's own (in training: with the gradients and AdamW's two moment buffers).
 """
 
 from __future__ import annotations
@@ -127,6 +127,14 @@ def _build(config: BenchConfig, device: torch.device):
                        **{**overrides, **config.overrides}).to(device)
 
 
+def train_step(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
+               optimizer: torch.optim.Optimizer) -> None:
+    """One training step as `ssog_lab.train` takes it: forward, cross-entropy, backward, optimizer step."""
+    optimizer.zero_grad(set_to_none=True)
+    F.cross_entropy(model(images), labels).backward()
+    optimizer.step()
+
+
 class _PeakMemory:
     """Peak memory since construction, in MB, by the best method this platform has (`method`)."""
 
@@ -170,10 +178,12 @@ def run_one(config: BenchConfig, fail: bool = False) -> dict:
     if fail:
         raise RuntimeError("forced failure (fail hook)")
 
+    # The moment buffers are allocated by the first step, one of the warmup steps when warmup ≥ 1.
+    optimizer = torch.optim.AdamW(model.parameters()) if config.mode == "train" else None
+
     def step():
-        if config.mode == "train":
-            model.zero_grad(set_to_none=True)
-            F.cross_entropy(model(images), labels).backward()
+        if optimizer is not None:
+            train_step(model, images, labels, optimizer)
         else:
             with torch.inference_mode():
                 model(images)

@@ -21,23 +21,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Fixed parameters: grids with at most DENSE_MAX_TOKENS tokens use the dense kernel when it is built for one call
-# (ssog_reference, ops.ssog), and with at most DENSE_MAX_TOKENS_PREPARED when it is prepared once for many calls
-# (`prepare_fixed`, the SSoGMixer's no-grad cache), where only applying it counts. Dense / separable ms, 24 heads × 8
-# (8 heads × 8: the same winners, or ties), M = 4, one thread, min of 8-10 × 3-5 calls (forward + backward: CPU
-# time; forward: wall time), on the 2-core AMD EPYC host at load ≈ 2.5-4 with the code of 2026-12-02 (not stored
-# as a file; the command below re-measures):
-#   built per call, forward + backward:  6×6 B=1 1.10 / 1.38, B=4 1.80 / 2.12, B=16 5.30 / 6.24, B=64 16.3 / 19.2;
-#                                        8×8 B=1 1.76 / 1.45, B=4 4.07 / 2.74, B=16 11.7 / 8.10, B=64 39.3 / 32.6;
-#   built per call, forward (no grad):   6×6 B=1 0.21 / 0.19, B=4 0.31 / 0.41, B=16 0.73 / 1.28, B=64 2.55 / 5.97;
-#                                        8×8 B=1 0.37 / 0.22, B=4 0.73 / 0.50, B=16 2.07 / 1.99, B=64 9.89 / 8.22;
-#   prepared, forward (applying only):   8×8 B=1 0.08 / 0.12, B=4 0.35 / 0.40, B=16 1.59 / 1.82, B=64 8.25 / 7.80;
-#                                        12×12 B=1 0.40 / 0.14, B=4 1.79 / 0.52.
-# Built per call: `ssog_reference(v, mu, sigma, amp, grid, dense=True/False)` (+ `.sum().backward()` with
-# gradients for v, mu, log σ, amp), as `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8
-# --grid-sizes 6 8 12` times it; prepared: `apply_fixed(v, op)` with `op = prepare_fixed(mu, sigma, amp, grid,
-# dense=True/False)` built before the timing loop. docs/results/operator_cpu.md: per-call tables for more grids.
-DENSE_MAX_TOKENS = 36
+# Fixed parameters, operator built for one call (ssog_reference, ops.ssog; the training step): the dense path
+# builds the N×N kernel once per head (its cost, forward and backward, does not grow with the batch) and then does
+# 2·N² multiply-adds per head and batch column (B·d columns) in one GEMM of inner size N; the separable path does
+# 2·M·(H+W) per token and column, in thin GEMMs (inner size H or W) that run several times slower per FLOP. So the
+# dense path pays off on small grids at large B·d: `_fixed_dense_pays_off` picks it when
+#     N · (B·d + DENSE_BUILD_COLUMNS) ≤ DENSE_FLOP_RATIO · M·(H+W) · B·d   and   N ≤ DENSE_MAX_TOKENS,
+# DENSE_BUILD_COLUMNS being the batch columns whose GEMM costs as much as building the kernel, DENSE_FLOP_RATIO the
+# per-FLOP speed of the dense GEMM over the thin ones, and DENSE_MAX_TOKENS a bound on the kernel's memory
+# (heads·N² numbers, and as many for its gradient). Both constants were fitted on forward + backward times at
+# 7×7 and 14×14 tokens, 8-24 heads × 4-8 features, M = 4 and 8, B = 1-128, one thread, on the 2-core AMD EPYC
+# host; `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8 --grid-sizes 7 14` re-measures.
+# A prepared operator (`prepare_fixed`, the SSoGMixer's no-grad cache) is built once for many calls, so only
+# applying it counts: the kernel for N ≤ DENSE_MAX_TOKENS_PREPARED (timed as `apply_fixed(v, op)` with
+# `op = prepare_fixed(mu, sigma, amp, grid, dense=True/False)` built before the timing loop).
+DENSE_MAX_TOKENS = 256
+DENSE_BUILD_COLUMNS = 96
+DENSE_FLOP_RATIO = 3
 DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
 # smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
@@ -155,7 +155,9 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
     if mu.dim() == 3:
         g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)
         kernel = torch.einsum("hm,hmry,hmcx->hrcyx", amp, g_row, g_col)  # (heads, H, W, H, W)
-        return _flush(kernel.reshape(mu.shape[0], n, n))
+        kernel = kernel.reshape(mu.shape[0], n, n)  # (heads, N, N), a copy (einsum leaves it permuted)
+        with torch.no_grad():  # in place, and no extra pass in the backward (see _flush)
+            return kernel.masked_fill_(kernel.abs() < torch.finfo(kernel.dtype).tiny, 0.0)
     g_row, g_col = _steered_axis_weights(mu, sigma, grid)
     amp = amp.reshape(*amp.shape[:2], height, width, -1)  # (B, heads, H, W, M)
     # g_row[b, h, c, r, m, r'] belongs to the output token (r, c); g_col[b, h, r', c, m, c'] to the
@@ -167,7 +169,9 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
 def _flush(kernel: Tensor) -> Tensor:
     """Entries of K below the dtype's smallest normal float set to 0. A product of two kept weights is ≥ 2^-112
     (float32), a normal float, but a small amplitude (|α| < 2^-14) could still make it subnormal; the entries
-    dropped are < 2^-126 absolute, against weights that sum to 1."""
+    dropped are < 2^-126 absolute, against weights that sum to 1. The fixed kernel is flushed in place without
+    autograd instead: its gradient treats the flush as the identity, which differs from this one's only on the
+    dropped entries, by as little."""
     return kernel.masked_fill(kernel.abs() < torch.finfo(kernel.dtype).tiny, 0.0)
 
 
@@ -175,13 +179,15 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
                    dense: bool | None = None) -> Tensor:
     """SSoG in PyTorch. Shapes as in `ssog_lab.ops.ssog` (validated there).
 
-    dense: True forces the N×N-kernel path, False the separable one, None picks by grid size
-    (DENSE_MAX_TOKENS for fixed, DENSE_MAX_TOKENS_STEERED for steered parameters). Half-precision v is
-    mixed in float32 and the result cast back once.
+    dense: True forces the N×N-kernel path, False the separable one, None picks by grid, atoms and batch for
+    fixed parameters (`_fixed_dense_pays_off`), by grid size for steered ones (DENSE_MAX_TOKENS_STEERED).
+    Half-precision v is mixed in float32 and the result cast back once.
     """
     b, heads, n, d = v.shape
     if mu.dim() == 3:
-        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, n <= DENSE_MAX_TOKENS if dense is None else dense))
+        if dense is None:
+            dense = _fixed_dense_pays_off(b * d, mu.shape[1], grid)
+        return apply_fixed(v, prepare_fixed(mu, sigma, amp, grid, dense))
     if dense is None:
         dense = n <= DENSE_MAX_TOKENS_STEERED
     work = _compute_dtype(v.dtype)
@@ -189,6 +195,15 @@ def ssog_reference(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: tupl
     mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
     y = dense_kernel_reference(mu, sigma, amp, grid) @ x if dense else _steered_separable(x, mu, sigma, amp, grid)
     return y.to(v.dtype)  # (B, heads, N, d)
+
+
+def _fixed_dense_pays_off(columns: int, atoms: int, grid: tuple[int, int]) -> bool:
+    """Whether the dense kernel, built for one call, beats the separable path for fixed parameters: columns = B·d
+    values per token and head, atoms = M (the cost model next to DENSE_MAX_TOKENS)."""
+    height, width = grid
+    n = height * width
+    return n <= DENSE_MAX_TOKENS and n * (columns + DENSE_BUILD_COLUMNS) <= DENSE_FLOP_RATIO * atoms * (
+        height + width) * columns
 
 
 class FixedOperator(NamedTuple):
@@ -210,7 +225,7 @@ def prepare_fixed(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
                   dense: bool | None = None) -> FixedOperator:
     """Build the Gaussian matrices of fixed parameters mu, sigma (heads, M, 2), amp (heads, M) once, for
     `apply_fixed`. dense: None picks the kernel for N ≤ DENSE_MAX_TOKENS_PREPARED (applying a prepared kernel
-    beats the separable factors there, see DENSE_MAX_TOKENS). Differentiable in the parameters."""
+    beats the separable factors there). Differentiable in the parameters."""
     height, width = grid
     if dense is None:
         dense = height * width <= DENSE_MAX_TOKENS_PREPARED
@@ -229,8 +244,17 @@ def apply_fixed(v: Tensor, op: FixedOperator) -> Tensor:
     (half types are mixed in float32)."""
     work = _compute_dtype(v.dtype)
     x = v.to(work)
-    y = op.kernel.to(work) @ x if op.kernel is not None else _fixed_separable(x, op)
+    y = _fixed_dense(x, op.kernel.to(work)) if op.kernel is not None else _fixed_separable(x, op)
     return y.to(v.dtype)  # (B, heads, N, d)
+
+
+def _fixed_dense(v: Tensor, kernel: Tensor) -> Tensor:
+    """Y = K V as one GEMM per head for the whole batch: kernel (heads, N, N), v (B, heads, N, d) in the compute
+    dtype. `kernel @ v` would broadcast K over the batch, and its backward would reduce B gradients of K."""
+    b, heads, n, d = v.shape
+    x = v.permute(1, 2, 0, 3).reshape(heads, n, b * d)  # (heads, N', B·d), a copy unless B = 1
+    y = torch.bmm(kernel, x).view(heads, n, b, d).permute(2, 1, 0, 3)  # (B, N, heads, d)
+    return y.contiguous().transpose(1, 2)  # (B, heads, N, d), token-major as in _token_major
 
 
 def _token_major(y: Tensor) -> Tensor:
@@ -259,13 +283,19 @@ def _fixed_separable(v: Tensor, op: FixedOperator) -> Tensor:
     # row_stage (stage 2; fixed parameters let the stages commute), all atoms in one GEMM per head:
     # Z[h, (m, r), (b, d, c')] = Σ_r' α G_row[h, m, r, r'] X[h, r', ...].
     z = torch.bmm(row, x)  # (heads, M·H, B·d·W)
-    z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
     # col_stage (stage 1), summed over atoms: Y[h, (r, b, d), c] = Σ_m Σ_c' Z[h, m, (r, b, d), c'] G_col[h, m, c, c'].
-    # A loop of in-place GEMMs: one GEMM over (heads·M) and a sum over m is slower (302 against 277 µs at 14×14,
-    # B=1, 24 heads × 8, AMD EPYC host, 2026-12-02), and an out-of-place sum would copy y once per atom.
-    y = torch.bmm(z[:, 0], col_t[:, 0])  # (heads, H·B·d, W)
-    for m in range(1, atoms):
-        y.baddbmm_(z[:, m], col_t[:, m])
+    if torch.is_grad_enabled() and (z.requires_grad or col_t.requires_grad):
+        # One GEMM per (head, atom), then the sum: the backward of per-atom slices z[:, m] would allocate and
+        # zero-fill a full-size gradient of z for every atom.
+        z = z.view(heads * atoms, height * b * d, width)  # (heads·M, H·B·d, W'): per atom, rows (r, b, d)
+        y = torch.bmm(z, col_t.reshape(heads * atoms, width, width))  # (heads·M, H·B·d, W)
+        y = y.view(heads, atoms, height * b * d, width).sum(1)  # (heads, H·B·d, W)
+    else:
+        # Without autograd, a loop of in-place GEMMs keeps one output buffer instead of M.
+        z = z.view(heads, atoms, height * b * d, width)  # (heads, M, H·B·d, W'): per atom, rows (r, b, d)
+        y = torch.bmm(z[:, 0], col_t[:, 0])  # (heads, H·B·d, W)
+        for m in range(1, atoms):
+            y.baddbmm_(z[:, m], col_t[:, m])
     out = y.view(heads, height, b, d, width).permute(2, 1, 4, 0, 3)  # (B, H, W, heads, d)
     return _token_major(out.contiguous())
 
