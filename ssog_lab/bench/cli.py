@@ -43,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     add("--mixer", nargs="+", default=list(MIXERS), choices=MIXERS)
     add("--resolution", nargs="+", type=_POSITIVE, default=list(RESOLUTIONS), help="input sizes (pixels)")
     add("--batch", type=_POSITIVE, default=1, help="images per batch, the same for every configuration")
-    add("--train", action="store_true", help="also time a training step (forward + backward)")
+    add("--train", action="store_true",
+        help="also time a training step (forward, cross-entropy, backward, AdamW step): images/s, peak memory")
+    add("--patch-size", type=_POSITIVE, default=None, help="patch size in pixels (default: the preset's)")
     add("--repeats", type=_POSITIVE, default=3, help="timed batches (the median is reported)")
     add("--warmup", type=_at_least(int, 0), default=1, help="untimed batches before timing")
     add("--min-seconds", type=_at_least(float, 0.0), default=1.0, help="time at least this long (more repeats)")
@@ -102,7 +104,8 @@ def _model_main(args, out: Path) -> int:
     configs = configurations(args.preset, args.depth, args.mixer, args.resolution, batch=args.batch,
                              train=args.train, repeats=args.repeats, warmup=args.warmup, min_seconds=args.min_seconds,
                              ode_steps=args.ode_steps, ode_method=args.ode_method, device=args.device,
-                             threads=args.threads, flush_denormal=args.flush_denormal)
+                             threads=args.threads, flush_denormal=args.flush_denormal,
+                             overrides={} if args.patch_size is None else dict(patch_size=args.patch_size))
     rows = run(configs, out, timeout=args.timeout, progress=not args.no_progress)
     save_figure(rows, out / "bench.html", include_plotlyjs=True if args.inline_js else "cdn")
     modes = MODES if args.train else MODES[:1]
