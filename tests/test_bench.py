@@ -2,7 +2,13 @@
 codes (no timing asserts)."""
 
 import csv
+import os
 import platform
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -202,6 +208,93 @@ def test_cli_bad_values_exit_2_with_a_message(argv, capsys, tmp_path):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "error: argument" in err and "Traceback" not in err
+
+
+GPU_ABSENT = pytest.mark.skipif(torch.cuda.is_available(), reason="the case is a machine without a GPU")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--mixer", "ssog", "sdpa", "ssog"], "--mixer: ssog given more than once"),
+    (["--resolution", "32", "64", "32"], "--resolution: 32 given more than once"),
+    (["--depth", "ode", "ode"], "--depth: ode given more than once"),
+    (["--operator", "--grid-sizes", "8", "8"], "--grid-sizes: 8 given more than once"),
+    (["--threads", "100000"], "--threads: threads must be at most this machine's"),
+    (["--operator", "--threads", "100000"], "--threads: threads must be at most"),
+    (["--device", "foo"], "--device: device must be"),
+    pytest.param(["--operator", "--device", "cuda"], "--device: device 'cuda' needs a CUDA GPU", marks=GPU_ABSENT),
+    pytest.param(["--device", "cuda"], "--device: device 'cuda' needs a CUDA GPU", marks=GPU_ABSENT),
+    (["--out", "FILE/results"], "--out: folder .*FILE/results cannot be created: .*FILE is a file"),
+])
+def test_cli_checks_what_it_can_before_measuring_anything(argv, message, capsys, tmp_path, monkeypatch):
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the flags were checked")
+
+    monkeypatch.setattr(bench.runner, "run", measured)
+    monkeypatch.setattr(bench.operator, "operator_rows", measured)
+    (tmp_path / "FILE").write_text("a file where a folder is asked for")
+    argv = [a.replace("FILE", str(tmp_path / "FILE")) for a in argv]
+    out = [] if "--out" in argv else ["--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--preset", "nano", *argv, *out])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and re.search(f"error: argument {message}", err), err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_the_api_refuses_repeated_values_and_impossible_threads():
+    with pytest.raises(ValueError, match="mixers: sdpa given more than once"):
+        bench.configurations("nano", mixers=("sdpa", "sdpa"))
+    with pytest.raises(ValueError, match="threads must be at most"):
+        bench.BenchConfig(threads=(os.cpu_count() or 1) + 1)
+    with pytest.raises(ValueError, match="device must be"):
+        bench.BenchConfig(device="foo")
+    with pytest.raises(ValueError, match="sides: 8 given more than once"):
+        bench.operator_rows((8, 8))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan waits as a zombie until init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_a_killed_bench_leaves_no_measuring_process_behind(tmp_path):
+    """SIGKILL the bench parent while its child measures a long configuration: the child ends with it."""
+    command = [sys.executable, "-m", "ssog_lab", "bench", "--preset", "nano", "--depth", "discrete", "--mixer",
+               "sdpa", "--resolution", "32", "--repeats", "1000000", "--min-seconds", "1000", "--threads", "1",
+               "--no-progress", "--device", "cpu", "--out", str(tmp_path)]
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = []
+    try:
+        deadline = time.monotonic() + 60
+        while not children and time.monotonic() < deadline:
+            time.sleep(0.2)
+            children = _children(parent.pid)
+        assert children, "the bench never started its measuring process"
+        time.sleep(5)  # the child is past its start-up and measuring
+        assert _running(children[0])
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _running(children[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(children[0]), "the measuring process outlived its killed parent"
+    finally:
+        parent.kill()
+        for child in children:
+            if _running(child):
+                os.kill(child, signal.SIGKILL)
 
 
 def test_cli_exits_1_when_a_configuration_fails(tmp_path, capsys):

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..models import DEPTHS, MIXERS, PRESETS
-from .config import MODES, ODE_METHODS, RESOLUTIONS, configurations
+from .config import MODES, ODE_METHODS, RESOLUTIONS, check_device, check_distinct, check_threads, configurations
 from .report import RATIO_LEGEND, ratio_markdown, results_markdown, write_csv
 
 
@@ -118,8 +118,26 @@ def _model_main(args, out: Path) -> int:
     return 1 if failed else 0
 
 
+def _check_up_front(parser: argparse.ArgumentParser, args, out: Path) -> None:
+    """Every check that needs no measurement, before anything runs or is written: exit 2 naming the flag."""
+    from ..train.folder import check_creatable
+
+    checks = {"--threads": lambda: args.threads is None or check_threads(args.threads),
+              "--device": lambda: check_device(args.device),
+              **{f"--{flag}": lambda name=name: check_distinct("", getattr(args, name))
+                 for flag, name in (("depth", "depth"), ("mixer", "mixer"), ("resolution", "resolution"),
+                                    ("grid-sizes", "sides"))},
+              "--out": lambda: check_creatable(out, "folder")}
+    for flag, check in checks.items():
+        try:
+            check()
+        except ValueError as err:
+            parser.error(f"argument {flag}: {err}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.one:
         from .runner import one_main
 
@@ -129,5 +147,6 @@ def main(argv: list[str] | None = None) -> int:
 
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out)
+    _check_up_front(parser, args, out)
     out.mkdir(parents=True, exist_ok=True)
     return _operator_main(args, out) if args.operator else _model_main(args, out)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass
 
 from ..models import DEPTHS, MIXERS, PRESETS
@@ -65,7 +67,8 @@ class BenchConfig:
                           ("num_classes", 1)):
             _check_int(name, getattr(self, name), low)
         if self.threads is not None:
-            _check_int("threads", self.threads, 1)
+            check_threads(self.threads)
+        check_device(self.device)
         if not isinstance(self.overrides, dict):
             raise ValueError(f"overrides must be a dict of ViTConfig fields, got {self.overrides!r}")
         if not (isinstance(self.min_seconds, (int, float)) and math.isfinite(self.min_seconds)
@@ -81,10 +84,37 @@ def _check_int(name: str, value, low: int) -> None:
         raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
 
 
+def check_threads(threads: int) -> None:
+    """torch intra-op threads: 1 … this machine's logical CPUs (torch.set_num_threads(100000) segfaults, and more
+    threads than CPUs measure the scheduler, not the code)."""
+    _check_int("threads", threads, 1)
+    if threads > (os.cpu_count() or 1):
+        raise ValueError(f"threads must be at most this machine's {os.cpu_count()} logical CPUs, got {threads}")
+
+
+def check_device(device: str) -> None:
+    """A device this machine has ("cpu", "cuda", "cuda:N"); ValueError otherwise (train.runtime's rule)."""
+    from ..train.runtime import choose_device
+
+    if device == "auto":
+        raise ValueError("device must be 'cpu', 'cuda' or 'cuda:N', got 'auto'")
+    choose_device(device)
+
+
+def check_distinct(name: str, values: Sequence) -> None:
+    """Each value of a list argument (`name`: its name in the message, or "") once: a repeated one would measure a
+    configuration twice and make the tables ambiguous."""
+    repeated = sorted({v for v in values if list(values).count(v) > 1}, key=str)
+    if repeated:
+        raise ValueError(f"{name}{': ' if name else ''}{', '.join(map(str, repeated))} given more than once")
+
+
 def configurations(preset: str = "tiny", depths=DEPTHS, mixers=MIXERS, resolutions=RESOLUTIONS, batch: int = 1,
                    train: bool = False, **fields) -> list[BenchConfig]:
     """All configurations, ordered depth → mode → resolution → mixer (mixers of one resolution run back to
     back, so they share the machine's conditions); with train=True each is measured in both modes."""
+    for name, values in (("depths", depths), ("mixers", mixers), ("resolutions", resolutions)):
+        check_distinct(name, values)
     modes = MODES if train else MODES[:1]
     return [BenchConfig(preset=preset, depth=d, mixer=m, resolution=r, batch=batch, mode=mode, **fields)
             for d in depths for mode in modes for r in resolutions for m in mixers]

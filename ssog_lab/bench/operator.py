@@ -13,6 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..ops import random_atoms
 from ..ops.reference import ssog_reference
+from .config import check_device, check_distinct
 from .measure import machine
 from .timing import cpu_time
 
@@ -52,6 +53,8 @@ def operator_rows(sides=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int 
                         ("repeats", repeats), *(("sides", s) for s in sides)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_distinct("sides", sides)
+    check_device(device)
     generator = torch.Generator().manual_seed(0)
     provenance = machine()
     rows = []

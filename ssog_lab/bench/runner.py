@@ -18,6 +18,7 @@ from . import report
 from .config import COLUMN_ALIASES, COLUMNS, BenchConfig
 
 _RESULT_TAG = "SSOG_LAB_BENCH_RESULT "
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 KILLED = "killed (likely OOM)"  # SIGKILL: on Linux almost always the kernel's out-of-memory killer
 
 
@@ -40,7 +41,7 @@ def run_in_subprocess(config: BenchConfig, timeout: float | None = None, fail: b
     "kill" makes the child SIGKILL itself (tests of the reporting)."""
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
-    payload = json.dumps(dict(config.payload(), fail=fail))
+    payload = json.dumps(dict(config.payload(), fail=fail, parent=os.getpid()))
     command = [sys.executable, "-m", "ssog_lab.bench", "--one", payload]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -55,12 +56,27 @@ def run_in_subprocess(config: BenchConfig, timeout: float | None = None, fail: b
     return _failed_row(config, _classify(error), error)
 
 
+def _end_with_parent(parent: int | None) -> None:
+    """End this measuring process when the bench process that started it (pid `parent`) ends, however it ends:
+    on Linux the kernel sends SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG); a parent already gone by
+    now (killed while this process started) ends it here."""
+    if parent is None:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def one_main(payload: str) -> int:
     """The child's side of the protocol: measure, print the row, exit 0 (failures are rows)."""
     from .measure import run_one
 
     fields = json.loads(payload)
     fail = fields.pop("fail", False)
+    _end_with_parent(fields.pop("parent", None))
     config = BenchConfig(**fields)
     if fail == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
