@@ -87,20 +87,30 @@ def _check_weights(weights: object, path: Path) -> None:
                               "be used (training never saves such weights, so the file was changed or damaged)")
 
 
-def _model_from_state(state: dict, path: Path) -> tuple[ViT, ViTConfig]:
-    """The model its config describes, with its weights: the config is checked field by field and the
-    weights' shapes against a model built on the meta device, before any memory is allocated for it."""
+def _stored_config(state: dict, path: Path) -> ViTConfig:
+    """The checkpoint's model config, checked field by field by ViTConfig (the message names the field)."""
     try:
-        config = ViTConfig(**state["model_config"])
+        return ViTConfig(**state["model_config"])
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"checkpoint {path} has an invalid model config: {err}") from err
-    with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in ViT(config).state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in state["model"].items()}
+
+
+def _check_shapes(weights: dict, model: nn.Module, path: Path) -> None:
+    """CheckpointError naming the first entries whose shapes differ from `model`'s (which may live on meta)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in weights.items()}
     if found != expected:
         wrong = sorted(k for k in expected.keys() | found.keys() if found.get(k) != expected.get(k))
         detail = "; ".join(f"{k}: {found.get(k, 'missing')} (expected {expected.get(k, 'none')})" for k in wrong[:3])
         raise CheckpointError(f"checkpoint {path}: its weights do not fit its model config ({detail})")
+
+
+def _model_from_state(state: dict, path: Path) -> tuple[ViT, ViTConfig]:
+    """The model its config describes, with its weights; the shapes are compared on the meta device first, so a
+    config claiming a huge model costs no memory."""
+    config = _stored_config(state, path)
+    with torch.device("meta"):
+        _check_shapes(state["model"], ViT(config), path)
     model = ViT(config)
     model.load_state_dict({k: v.float() for k, v in state["model"].items()})
     return model, config
@@ -227,8 +237,9 @@ def _differences(stored: dict, current: dict, names) -> str:
 def _check_same_run(state: dict, path: Path, model: dict, config: TrainConfig, world: int, data: dict) -> None:
     """CheckpointError, naming each differing field with its stored and current value, unless the checkpoint
     continues this run: the same model config, trajectory fields of the recipe, training data and world size."""
-    if not isinstance(state["model_config"], dict) or not isinstance(state["train_config"], dict):
-        raise CheckpointError(f"checkpoint {path} is damaged: its model_config or train_config is not a dict")
+    if not isinstance(state["train_config"], dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: its train_config is not a dict")
+    _stored_config(state, path)
     changed = _differences(state["model_config"], model, sorted(model.keys() | state["model_config"].keys()))
     if changed:
         raise CheckpointError(f"checkpoint {path} was made for a different model ({changed}); resume needs the "
@@ -269,6 +280,7 @@ def resume(path: Path, module: nn.Module, optimizer, scheduler, scaler, config: 
     state = read_checkpoint(path, required=RESUME_KEYS)
     try:
         _check_same_run(state, path, dataclasses.asdict(module.config), config, world, data)
+        _check_shapes(state["model"], module, path)
         module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         _check_optimizer(optimizer, path)

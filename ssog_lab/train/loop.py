@@ -86,9 +86,10 @@ def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, sch
                                                               sums, config, data), path)
 
 
-def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -> None:
-    """ValueError, before any folder is made, for a set with no images or labels (a `labels` tensor) outside
-    [0, num_classes) of the model's config: cross_entropy would stop with an IndexError, or report NaN."""
+def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -> dict:
+    """The training data's signature (checkpoint.data_signature), after a ValueError, before any folder is made,
+    for a set with no images or labels (a `labels` tensor) outside [0, num_classes) of the model's config:
+    cross_entropy would stop with an IndexError, or report NaN."""
     classes = getattr(getattr(model, "config", None), "num_classes", None)
     for name, dataset in (("training set", train_set), ("evaluation set", test_set)):
         if dataset is None:
@@ -99,6 +100,7 @@ def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -
         if classes is not None and isinstance(labels, Tensor) and (labels.min() < 0 or labels.max() >= classes):
             raise ValueError(f"the {name} has labels from {int(labels.min())} to {int(labels.max())}, but the model "
                              f"has num_classes={classes}: labels must lie in [0, {classes})")
+    return checkpoint.data_signature(train_set)
 
 
 def start(out_dir: Path | None, resume: bool, overwrite: bool, rt: Runtime) -> folder.RunLock | None:
@@ -145,8 +147,7 @@ def fit(model: nn.Module, train_set: Dataset, test_set: Dataset | None, config: 
     """
     rt = Runtime.current(config)
     out_dir = Path(out_dir) if out_dir is not None else None
-    check_sets(model, train_set, test_set)
-    data = checkpoint.data_signature(train_set)
+    data = check_sets(model, train_set, test_set)
     split = "val" if config.validation_fraction > 0 else "test"
     if split == "val":
         train_set, test_set = hold_out(train_set, config.validation_fraction)
