@@ -66,7 +66,8 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
 
     query_pos, mu, sigma broadcast together to a shape S (positions and widths in token units).
     Returns (*S, length) in the compute dtype (float32 for half types): a softmax over j of the logit
-    ℓ_j = −(j − i − μ)² / (2σ²), with tails below TAIL_LOG2_CUTOFF exactly zero.
+    ℓ_j = −(j − i − μ)² / (2σ²), with tails below TAIL_LOG2_CUTOFF exactly zero. Differentiable in all three,
+    through `_AxisWeights` (its backward in closed form).
 
     The logits are taken relative to the nearest grid point j* (clamped to the axis), where ℓ is largest, as
     the Triton kernel does: λ_j = ℓ_j − ℓ_j* = −u (t* + u/2) / σ² with u = j − j*, t* = j* − i − μ. This
@@ -74,27 +75,65 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     gives the exact limit (one-hot at the nearest clamped grid point), and λ_j* = 0 needs no running max.
     """
     work = _compute_dtype(mu.dtype)
-    query_pos, mu = query_pos.to(work), mu.to(work)
-    mode = (query_pos + mu).round().clamp(0, length - 1)  # (*S): j*, no gradient (piecewise constant)
+    query_pos, mu, sigma = query_pos.to(work), mu.to(work), sigma.to(work)
+    if torch.is_grad_enabled() and (mu.requires_grad or sigma.requires_grad or query_pos.requires_grad):
+        return _AxisWeights.apply(query_pos, mu, sigma, length)
+    return _axis_weights(query_pos, mu, sigma, length)[0]
+
+
+def _axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
+    """`axis_weights` without autograd, in the compute dtype: (weights (*S, L), j* (*S), t* (*S, 1)).
+
+    The steps run in place on one buffer (no allocation per step); the maximum is known (λ = 0 at j*), so there
+    is no max pass."""
+    mode = (query_pos + mu).round().clamp(0, length - 1)  # (*S): j*, piecewise constant
     # (*S, 1): t* = (j* − i) − μ. The integer j* − i is exact, so only μ is rounded; i + μ as one number would
     # carry the rounding of the grid position too (ulp(150) = 2⁻¹⁶ in float32), amplified by 1/σ² in λ.
     offset = ((mode - query_pos) - mu).unsqueeze(-1)
     # (*S, 1): −log2(e)/σ², so that λ·log2(e) comes out directly and exp2 needs no extra pass.
-    scale = sigma.to(work).clamp_min(_SIGMA_FLOOR[work]).reciprocal().square().mul(-_LOG2E).unsqueeze(-1)
-    u = torch.arange(length, device=mu.device, dtype=work) - mode.unsqueeze(-1)  # (*S, L): j − j*
+    scale = sigma.clamp_min(_SIGMA_FLOOR[mu.dtype]).reciprocal().square().mul(-_LOG2E).unsqueeze(-1)
+    u = torch.arange(length, device=mu.device, dtype=mu.dtype) - mode.unsqueeze(-1)  # (*S, L): j − j*
     half = torch.add(offset, u, alpha=0.5)  # (*S, L): t* + u/2
-    # λ·log2(e) = (u·scale)·(t* + u/2) ≤ 0: both factors stay finite for any finite μ and σ, so even where the
-    # product overflows to −inf the backward pass meets no inf·0. F.threshold keeps λ·log2(e) ≥ cutoff (its
-    # threshold is the float just below it) and puts −inf elsewhere, in one pass.
-    below = torch.nextafter(torch.tensor(TAIL_LOG2_CUTOFF[work]), torch.tensor(-math.inf)).item()
-    if torch.is_grad_enabled() and (mu.requires_grad or sigma.requires_grad or query_pos.requires_grad):
-        weights = F.threshold((u * scale) * half, below, -math.inf).exp2()  # (*S, L)
-        return weights / weights.sum(dim=-1, keepdim=True)
-    # Without autograd the same steps run in place on u, 2-3× faster on the steered (B, heads, W, H, M, H)
-    # weights (AMD EPYC host, 2026-12-02; no allocation, one buffer in cache); the maximum is known (λ = 0 at
-    # j*), so no max pass.
+    # λ·log2(e) = (u·scale)·(t* + u/2) ≤ 0: both factors stay finite for any finite μ and σ. F.threshold_ keeps
+    # λ·log2(e) ≥ cutoff (its threshold is the float just below it) and puts −inf elsewhere, in one pass.
+    below = torch.nextafter(torch.tensor(TAIL_LOG2_CUTOFF[mu.dtype]), torch.tensor(-math.inf)).item()
     weights = F.threshold_(u.mul_(scale).mul_(half), below, -math.inf).exp2_()  # (*S, L)
-    return weights.div_(weights.sum(dim=-1, keepdim=True))
+    return weights.div_(weights.sum(dim=-1, keepdim=True)), mode, offset
+
+
+class _AxisWeights(torch.autograd.Function):
+    """`axis_weights` with its backward in closed form, instead of autograd's chain through every elementwise
+    step of the forward (each a full pass over the weights, forward and backward, most with an allocation).
+
+    With s_j = g_j (G_j − Σ_k g_k G_k) the softmax's gradient for the output's gradient G, and u = j − j*:
+        ∂/∂μ = ∂/∂i = Σ_j s_j u_j / σ²,    ∂/∂σ = Σ_j s_j u_j (2 t* + u_j) / σ³  (0 where σ is below its floor),
+    the derivatives of λ_j = −u_j (t* + u_j/2) / σ² (∂t*/∂μ = −1; j* is piecewise constant). Cut tails have
+    g_j = 0, hence s_j = 0: no gradient, as through the −inf the forward puts there.
+    """
+
+    @staticmethod
+    def forward(ctx, query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> Tensor:
+        weights, mode, offset = _axis_weights(query_pos, mu, sigma, length)
+        ctx.save_for_backward(weights, mode, offset, query_pos, mu, sigma)
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        weights, mode, offset, query_pos, mu, sigma = ctx.saved_tensors
+        s = weights * grad  # (*S, L)
+        s.addcmul_(weights, s.sum(dim=-1, keepdim=True), value=-1.0)  # s_j = g_j (G_j − Σ_k g_k G_k)
+        u = torch.arange(weights.shape[-1], device=mu.device, dtype=mu.dtype) - mode.unsqueeze(-1)  # (*S, L)
+        su = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u
+        su2 = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u²
+        floor = _SIGMA_FLOOR[mu.dtype]
+        inv = sigma.clamp_min(floor).reciprocal().unsqueeze(-1)  # (*S', 1): 1/σ
+        # One factor 1/σ at a time: an exact 0 stays 0 (inv³ alone could overflow, and 0·inf is NaN).
+        d_mu = (su * inv * inv).squeeze(-1)  # (*S)
+        d_sigma = ((2 * offset * su + su2) * inv * inv * inv).squeeze(-1)
+        d_sigma = d_sigma * (sigma >= floor)  # clamp_min passes no gradient below the floor
+        # A gradient below the smallest normal float is 0, as a cut tail's weight is (a huge σ's 1/σ² and 1/σ³).
+        grads = [_flush(d_mu.sum_to_size(t.shape)) if t.requires_grad else None for t in (query_pos, mu)]
+        return *grads, _flush(d_sigma.sum_to_size(sigma.shape)) if sigma.requires_grad else None, None
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
