@@ -1,6 +1,7 @@
 """Widgets of notebooks 00–03 and the appendix 08: each builds, `update(...)` changes the figure's data and readout,
 and the exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,16 @@ def test_gaussian_1d_widget_draws_axis_weights_and_updates():
     assert changed(before, trace_data(lf))
     assert lf.readout.value != text and "= 1.5000" in lf.readout.value
     assert np.argmax(lf.figure.data[1].y) == 9  # atom 1 now peaks at i + μ = 5 + 4
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, np.float32("nan")])
+def test_a_non_finite_control_value_is_refused_by_name_and_nothing_is_redrawn(value):
+    lf = viz.gaussian_1d_widget(length=16)
+    for name in [n for n, v in lf.values().items() if isinstance(v, float)] + ["query"]:
+        before, values = trace_data(lf), lf.values()
+        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+            lf.update(**{name: value})
+        assert lf.values() == values and not changed(before, trace_data(lf))
 
 
 def test_query_kernel_widget_shows_a_row_of_the_dense_kernel():

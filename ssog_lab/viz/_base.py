@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +21,8 @@ class LiveFigure:
     redraw:   `redraw(figure, **values)` recomputes the figure's traces (and may return a readout string).
 
     `update(**values)` sets the given control values (or uses the current ones), redraws inside a
-    `batch_update` so the browser receives one message, and returns the readout. Moving a control in
+    `batch_update` so the browser receives one message, and returns the readout; a non-finite number is a
+    ValueError naming its control, for every widget. Moving a control in
     the browser calls exactly the same method.
     """
 
@@ -42,6 +45,9 @@ class LiveFigure:
         unknown = set(values) - set(self.controls)
         if unknown:
             raise ValueError(f"unknown control(s) {sorted(unknown)}; this widget has {sorted(self.controls)}")
+        for name, value in values.items():  # a slider clamps a number to its range, but NaN passes through it
+            if isinstance(value, numbers.Real) and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         self._updating = True  # setting .value below must not trigger a second redraw
         try:
             for name, value in values.items():
