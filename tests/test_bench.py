@@ -241,6 +241,25 @@ def test_cli_checks_what_it_can_before_measuring_anything(argv, message, capsys,
     assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
+def test_out_on_a_read_only_mount_is_refused_before_measuring(tmp_path, capsys, monkeypatch):
+    """A real read-only tmpfs (root only; skipped where mounting is not allowed): permission bits say nothing
+    there, so the check writes a temp file."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mount)], capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'})")
+    try:
+        monkeypatch.setattr(bench.runner, "run", lambda *a, **k: pytest.fail("measured before --out was checked"))
+        with pytest.raises(SystemExit) as exit_info:
+            bench.main(["--preset", "nano", "--out", str(mount / "results")])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and "argument --out: folder" in err and "cannot be written" in err, err
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
 def test_the_api_refuses_repeated_values_and_impossible_threads():
     with pytest.raises(ValueError, match="mixers: sdpa given more than once"):
         bench.configurations("nano", mixers=("sdpa", "sdpa"))
