@@ -33,13 +33,15 @@ def test_export_never_replaces_a_file_unasked_and_is_checked_before_training(tmp
     (tmp_path / "folder").mkdir()
     (tmp_path / "taken.json").write_text("{}")
     cases = [(["--resume", "--max-steps", "2", "--out", str(run), "--export", str(run / "checkpoint.pt")],
-              "a file of the run folder"),
+              "a file of a run folder"),
              (["--resume", "--max-steps", "2", "--out", str(run), "--export", str(run / "summary.pt")],
-              "a file of the run folder"),  # its .json sidecar is the run's summary.json
+              "a file of a run folder"),  # its .json sidecar is the run's summary.json
              (["--out", str(tmp_path / "b"), "--export", str(tmp_path / "model.json")], "both the weights"),
              (["--out", str(tmp_path / "b"), "--export", str(tmp_path / "best.pt")], "--overwrite"),
              (["--out", str(tmp_path / "b"), "--export", str(tmp_path / "taken.pt")], "taken.json"),
-             (["--out", str(tmp_path / "b"), "--export", str(tmp_path / "folder")], "is a folder")]
+             (["--out", str(tmp_path / "b"), "--export", str(tmp_path / "folder")], "is a folder"),
+             (["--out", str(tmp_path / "b"), "--export", str(run / "checkpoint.pt"), "--overwrite"],
+              "a file of a run folder")]  # another run's checkpoint, even with --overwrite
     for flags, message in cases:
         assert train.main([*CLI, *flags]) == 2, flags
         err = capsys.readouterr().err
@@ -72,6 +74,10 @@ def test_resume_refuses_any_change_of_the_trajectory_naming_the_field(tmp_path, 
     other = data.ImageDataset(digits.images, digits.labels, digits.transform, name="fashion-mnist-train")
     with pytest.raises(train.CheckpointError, match="name 'images' → 'fashion-mnist-train'"):
         train.fit(tiny_model(), other, None, recipe(max_steps=2), out_dir=tmp_path / "api", resume=True)
+    changed = data.ImageDataset(digits.images.clone(), digits.labels, digits.transform)
+    changed.images[5, 0, 3, 3] += 1  # the same name, size and shape: one pixel of other data
+    with pytest.raises(train.CheckpointError, match="different training data \\(sha256"):
+        train.fit(tiny_model(), changed, None, recipe(max_steps=2), out_dir=tmp_path / "api", resume=True)
 
 
 @pytest.mark.parametrize("flags, field", [
@@ -80,7 +86,8 @@ def test_resume_refuses_any_change_of_the_trajectory_naming_the_field(tmp_path, 
     (["--set", "ode_T=1e999"], "ode_T"), (["--set", "image_size=abc"], "image_size"),
     (["--set", "ode_rtol=-1"], "ode_rtol"), (["--set", "ode_rtol=nan"], "ode_rtol"),
     (["--set", "ode_adjoint=1"], "ode_adjoint"), (["--set", "heads=True"], "heads"),
-    (["--set", "no_such_field=1"], "no_such_field"), (["--seed", "-1"], "seed"), (["--seed", "4294967296"], "seed")])
+    (["--set", "no_such_field=1"], "no_such_field"), (["--set", "depth=ode"], "--depth"), (["--seed", "-1"], "seed"),
+    (["--seed", "4294967296"], "seed")])
 def test_bad_values_are_refused_by_name_before_data_or_folders(tmp_path, capsys, monkeypatch, flags, field):
     def no_data(*args, **kwargs):
         raise AssertionError("data loaded before the values were checked")
@@ -105,6 +112,8 @@ def test_every_model_field_is_checked_by_name(field, value):
 def test_labels_outside_the_model_and_empty_sets_are_refused_before_any_folder(tmp_path, capsys):
     assert train.main([*CLI, "--set", "num_classes=5", "--out", str(tmp_path / "run")]) == 2
     assert "num_classes=5" in capsys.readouterr().err and not (tmp_path / "run").exists()
+    assert train.main([*CLI, "--set", "in_chans=3", "--out", str(tmp_path / "run")]) == 2  # digits have 1 channel
+    assert "in_chans=3" in capsys.readouterr().err and not (tmp_path / "run").exists()
     digits = small_digits(24, False)
     shifted = data.ImageDataset(digits.images, digits.labels + 1, digits.transform)  # labels 1 … 10
     empty = data.ImageDataset(digits.images[:0], digits.labels[:0], digits.transform)
@@ -146,6 +155,8 @@ RESUME_DAMAGE = {
     "negative step": (lambda s: s["position"].update(step=-1), "integers ≥ 0"),
     "moment shape": (lambda s: first_moment(s).update(exp_avg=torch.zeros(7)), "optimizer exp_avg of shape \\(7,\\)"),
     "moment nan": (lambda s: first_moment(s)["exp_avg_sq"].fill_(float("nan")), "not finite"),
+    "scheduler step": (lambda s: s["scheduler"].update(last_epoch=7), "scheduler is at step 7"),
+    "history": (lambda s: s.update(history=[1, 2]), "history must be a list of records"),
 }
 
 
@@ -165,6 +176,14 @@ def test_damaged_training_state_is_a_checkpoint_error_on_resume(tmp_path, case):
     folder = crafted(tmp_path, "bad", change)
     with pytest.raises(train.CheckpointError, match=f"{folder}.*{message}"):
         train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=2), out_dir=folder, resume=True)
+
+
+def test_a_folder_where_the_checkpoint_belongs_is_a_checkpoint_error(tmp_path):
+    (tmp_path / train.CHECKPOINT_NAME).mkdir()
+    with pytest.raises(train.CheckpointError, match="is a folder"):
+        train.load_model(tmp_path / train.CHECKPOINT_NAME)
+    with pytest.raises(train.CheckpointError, match="is a folder"):  # not a fresh start that fails at its first save
+        train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1), out_dir=tmp_path, resume=True)
 
 
 MEASURE_LOAD = """
@@ -238,6 +257,11 @@ def test_a_full_disk_is_a_message_naming_the_file_and_leaves_no_lock_behind(smal
     assert train.main([*CLI, "--out", str(run)]) == 2
     err = capsys.readouterr().err
     assert f"cannot write {run / '.lock'}: No space left on device" in err and "Traceback" not in err
+    filler.unlink()
+    filler = fill(small_disk, 8192)  # a page for the lock, one for metrics.csv's header: none for the first record
+    assert train.main([*CLI, "--out", str(run), "--log-every", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {run / 'metrics.jsonl'}: No space left on device" in err and "Traceback" not in err
     filler.unlink()
     filler = fill(small_disk, 48 * 1024)  # room for the lock and the metrics, not for a 90 KB checkpoint
     assert train.main([*CLI, "--out", str(run), "--overwrite"]) == 2  # a run without a checkpoint is no run yet

@@ -1,7 +1,8 @@
 """The one writer of whole files for everything a run produces (checkpoints, exports and their .json,
 summary.json, the rewritten metrics files): temp file in the target's folder, fsync, os.replace, fsync of
 the folder. A crash at any moment leaves either the old file or the new one, never a partial one, and a
-failed write (a full disk) names the file it was writing."""
+failed write (a full disk) names the file it was writing. The metrics logs grow by `append` (a kill may
+leave half a line; a resume rewrites them whole from its checkpoint's records)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,12 @@ def atomic_write(path: str | Path, data: bytes | memoryview | str) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def append(path: Path, text: str) -> None:
+    """Append `text` to `path`; an OSError (a full disk) is raised again with `path` as its filename."""
+    try:
+        with open(path, "a", newline="") as f:
+            f.write(text)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err

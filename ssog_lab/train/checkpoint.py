@@ -9,6 +9,7 @@ has format, model, model_config and free metadata; load_model reads both kinds.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import random
 import warnings
@@ -45,12 +46,19 @@ def read_checkpoint(path: str | Path, required: tuple[str, ...] = ("model", "mod
     """Load a checkpoint (tensors and plain containers only) and check it has the `required` keys.
     Raises FileNotFoundError when absent and CheckpointError, naming the file, when unreadable."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder, not a file")
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.stat().st_size == 0:
         raise CheckpointError(f"checkpoint {path} is corrupt or truncated and cannot be read (the file is empty)")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        file = open(path, "rb")
+    except OSError as err:  # the file is there but cannot be opened (permissions)
+        raise CheckpointError(f"checkpoint {path} cannot be read: {err.strerror or err}") from err
+    try:
+        with file:
+            state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated zip, garbage bytes, foreign pickle: all mean an unusable file
         detail = (str(err).splitlines() or [""])[0][:200]
         raise CheckpointError(f"checkpoint {path} is corrupt or truncated and cannot be read "
@@ -201,6 +209,8 @@ class TrainState:
             raise ValueError(f"position {state['position']} must hold integers ≥ 0")
         if any(not isinstance(v, Tensor) or v.shape != (3,) for v in (state["epoch_sums"], window["sums"])):
             raise ValueError("epoch_sums and window sums must be tensors of shape (3,)")
+        if not isinstance(state["history"], list) or not all(isinstance(r, dict) for r in state["history"]):
+            raise ValueError("history must be a list of records (dicts)")
         own = rank == 0  # the all-reduced partial sums live on rank 0 only
         return cls(epoch, batch, step, state["epoch_sums"].clone() if own else torch.zeros(3, dtype=torch.float64),
                    window["sums"].clone() if own else torch.zeros(3, dtype=torch.float64),
@@ -209,11 +219,20 @@ class TrainState:
 
 def data_signature(dataset) -> dict:
     """What fixes the training data of a run, stored in its checkpoint for resume to compare: the data set's
-    name, size, stored image shape and transform (which holds the resize and the augmentation)."""
-    images = getattr(dataset, "images", None)
-    return {"name": getattr(dataset, "name", type(dataset).__name__), "images": len(dataset),
-            "image_shape": list(images.shape[1:]) if isinstance(images, Tensor) else None,
-            "transform": repr(getattr(dataset, "transform", None))}
+    name, size, stored image shape, transform (which holds the resize and the augmentation; a transform
+    without its own repr by its type) and a SHA-256 of its image and label tensors (where it has them)."""
+    images, labels = getattr(dataset, "images", None), getattr(dataset, "labels", None)
+    transform = getattr(dataset, "transform", None)
+    own_repr = type(transform).__repr__ is not object.__repr__
+    signature = {"name": getattr(dataset, "name", type(dataset).__name__), "images": len(dataset),
+                 "image_shape": list(images.shape[1:]) if isinstance(images, Tensor) else None,
+                 "transform": repr(transform) if own_repr else type(transform).__qualname__}
+    if isinstance(images, Tensor) and isinstance(labels, Tensor):
+        digest = hashlib.sha256()
+        for tensor in (images, labels):
+            digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+        signature["sha256"] = digest.hexdigest()
+    return signature
 
 
 def training_checkpoint(module: nn.Module, optimizer, scheduler, scaler, rngs: list[dict], state: TrainState,
@@ -248,8 +267,8 @@ def _check_same_run(state: dict, path: Path, model: dict, config: TrainConfig, w
     if changed:
         raise CheckpointError(f"checkpoint {path} was made with a different recipe ({changed}); resume needs the "
                               "same recipe")
-    if "data" in state:  # files from before the data were recorded are not compared
-        changed = _differences(state["data"], data, sorted(data))
+    if isinstance(state.get("data"), dict):  # what older files did not record is not compared
+        changed = _differences(state["data"], data, sorted(data.keys() & state["data"].keys()))
         if changed:
             raise CheckpointError(f"checkpoint {path} was made on different training data ({changed}); resume "
                                   "needs the same data set, image size and augmentation")
@@ -274,20 +293,24 @@ def resume(path: Path, module: nn.Module, optimizer, scheduler, scaler, config: 
     """Load `path` into the model, optimizer, scheduler, scaler and RNGs after checking it continues this
     run (_check_same_run); None (with a warning) when there is no checkpoint yet. Any entry of the wrong
     kind or shape is a CheckpointError naming the file."""
-    if not path.is_file():
+    if not path.exists():  # a folder in its place is read_checkpoint's error, not a fresh start
         warnings.warn(f"no checkpoint at {path}: starting from scratch", stacklevel=3)
         return None
     state = read_checkpoint(path, required=RESUME_KEYS)
     try:
         _check_same_run(state, path, dataclasses.asdict(module.config), config, world, data)
+        resumed = TrainState.from_checkpoint(state, rank)
         _check_shapes(state["model"], module, path)
         module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         _check_optimizer(optimizer, path)
         scheduler.load_state_dict(state["scheduler"])
+        if scheduler.last_epoch != resumed.step:  # LambdaLR takes any dict without a check
+            raise CheckpointError(f"checkpoint {path}: its scheduler is at step {scheduler.last_epoch}, its position "
+                                  f"at step {resumed.step}")
         scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"][rank])
-        return TrainState.from_checkpoint(state, rank)
+        return resumed
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as err:

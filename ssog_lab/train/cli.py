@@ -132,6 +132,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         raise ValueError(f"--preset must be one of {tuple(PRESETS)}, got {args.preset!r}")
     config = _config(args)  # every check before any file is touched or any data is read
     overrides = dict(args.overrides)
+    if {"depth", "mixer"} & overrides.keys():  # the run folder's name and summary are made from the flags
+        raise ValueError("--set depth=… and --set mixer=… are spelled --depth and --mixer")
     # Every --set value is checked here, by ViTConfig's own rules; in_chans and num_classes are checked again
     # once the data say what they are.
     image_size = preset_config(args.preset, args.depth, args.mixer, **overrides).image_size

@@ -48,17 +48,18 @@ def export_sidecar(export: Path) -> Path:
 
 
 def check_export(export: Path, out_dir: Path, overwrite: bool) -> None:
-    """ValueError, before any training, when --export would destroy something: a file of the run folder (its
-    checkpoint above all), a folder, a path that is its own .json sidecar, or (without overwrite) an existing
-    file or sidecar. The export's folder must be creatable."""
+    """ValueError, before any training, when --export would destroy something: a file of this or another run
+    folder (a checkpoint above all, even with overwrite), a folder, a path that is its own .json sidecar, or
+    (without overwrite) an existing file or sidecar. The export's folder must be creatable."""
     sidecar = export_sidecar(export)
     if sidecar.resolve() == export.resolve():
         raise ValueError(f"--export {export} would hold both the weights and their .json metadata; choose a name "
                          "that does not end in .json")
-    run_files = {(out_dir / name).resolve() for name in (*RUN_FILES, "summary.json", LOCK_NAME)}
-    clash = [p for p in (export, sidecar) if p.resolve() in run_files]
+    names = (*RUN_FILES, "summary.json", LOCK_NAME)
+    clash = [p for p in (export, sidecar) if p.resolve() in {(out_dir / n).resolve() for n in names}
+             or (p.name in names and any((p.parent / n).exists() for n in RUN_FILES))]  # this run's or another's
     if clash:
-        raise ValueError(f"--export {export} would replace {clash[0]}, a file of the run folder; export elsewhere")
+        raise ValueError(f"--export {export} would replace {clash[0]}, a file of a run folder; export elsewhere")
     if export.is_dir():
         raise ValueError(f"--export {export} is a folder; give a file name")
     existing = [str(p) for p in (export, sidecar) if p.exists()]

@@ -88,15 +88,19 @@ def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, sch
 
 def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -> dict:
     """The training data's signature (checkpoint.data_signature), after a ValueError, before any folder is made,
-    for a set with no images or labels (a `labels` tensor) outside [0, num_classes) of the model's config:
-    cross_entropy would stop with an IndexError, or report NaN."""
+    for a set with no images, labels (a `labels` tensor) outside [0, num_classes) of the model's config, or
+    images (an `images` tensor) with other than its in_chans channels: cross_entropy would stop with an
+    IndexError or report NaN, the model would stop at the first step."""
     classes = getattr(getattr(model, "config", None), "num_classes", None)
+    channels = getattr(getattr(model, "config", None), "in_chans", None)
     for name, dataset in (("training set", train_set), ("evaluation set", test_set)):
         if dataset is None:
             continue
         if len(dataset) == 0:
             raise ValueError(f"the {name} has 0 images")
-        labels = getattr(dataset, "labels", None)
+        images, labels = getattr(dataset, "images", None), getattr(dataset, "labels", None)
+        if channels is not None and isinstance(images, Tensor) and images.dim() == 4 and images.shape[1] != channels:
+            raise ValueError(f"the {name} has {images.shape[1]}-channel images, but the model has in_chans={channels}")
         if classes is not None and isinstance(labels, Tensor) and (labels.min() < 0 or labels.max() >= classes):
             raise ValueError(f"the {name} has labels from {int(labels.min())} to {int(labels.max())}, but the model "
                              f"has num_classes={classes}: labels must lie in [0, {classes})")

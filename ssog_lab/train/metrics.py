@@ -12,7 +12,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from .atomic import atomic_write
+from .atomic import append, atomic_write
 from .checkpoint import TrainState
 from .optim import Plan
 from .runtime import Runtime
@@ -58,10 +58,8 @@ class Logger:
         if self.rt.rank != 0:
             return
         if self.paths is not None:
-            with open(self.paths[0], "a") as jf:
-                jf.write(json.dumps(record) + "\n")
-            with open(self.paths[1], "a", newline="") as cf:
-                cf.write(self._csv_line(record))
+            append(self.paths[0], json.dumps(record) + "\n")
+            append(self.paths[1], self._csv_line(record))
         if self.on_log is not None:
             self.on_log(record)
 
