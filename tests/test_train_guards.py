@@ -157,6 +157,7 @@ RESUME_DAMAGE = {
     "moment nan": (lambda s: first_moment(s)["exp_avg_sq"].fill_(float("nan")), "not finite"),
     "scheduler step": (lambda s: s["scheduler"].update(last_epoch=7), "scheduler is at step 7"),
     "history": (lambda s: s.update(history=[1, 2]), "history must be a list of records"),
+    "nan sums": (lambda s: s["epoch_sums"].fill_(float("nan")), "finite tensors of shape \\(3,\\)"),
 }
 
 

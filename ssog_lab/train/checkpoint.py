@@ -207,8 +207,9 @@ class TrainState:
         window = state.get("window", {"sums": torch.zeros(3, dtype=torch.float64), "images": 0})  # older files
         if not all(isinstance(v, int) and v >= 0 for v in (epoch, batch, step, window["images"])):
             raise ValueError(f"position {state['position']} must hold integers ≥ 0")
-        if any(not isinstance(v, Tensor) or v.shape != (3,) for v in (state["epoch_sums"], window["sums"])):
-            raise ValueError("epoch_sums and window sums must be tensors of shape (3,)")
+        if any(not isinstance(v, Tensor) or v.shape != (3,) or not bool(torch.isfinite(v).all())
+               for v in (state["epoch_sums"], window["sums"])):
+            raise ValueError("epoch_sums and window sums must be finite tensors of shape (3,)")
         if not isinstance(state["history"], list) or not all(isinstance(r, dict) for r in state["history"]):
             raise ValueError("history must be a list of records (dicts)")
         own = rank == 0  # the all-reduced partial sums live on rank 0 only
