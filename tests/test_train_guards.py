@@ -74,6 +74,9 @@ def test_resume_refuses_any_change_of_the_trajectory_naming_the_field(tmp_path, 
     other = data.ImageDataset(digits.images, digits.labels, digits.transform, name="fashion-mnist-train")
     with pytest.raises(train.CheckpointError, match="name 'images' → 'fashion-mnist-train'"):
         train.fit(tiny_model(), other, None, recipe(max_steps=2), out_dir=tmp_path / "api", resume=True)
+    lambdas = [data.ImageDataset(digits.images, digits.labels, lambda x, k=k: x.float()) for k in range(2)]
+    train.fit(tiny_model(), lambdas[0], None, recipe(max_steps=1), out_dir=tmp_path / "fn")
+    train.fit(tiny_model(), lambdas[1], None, recipe(max_steps=2), out_dir=tmp_path / "fn", resume=True)  # same data
     changed = data.ImageDataset(digits.images.clone(), digits.labels, digits.transform)
     changed.images[5, 0, 3, 3] += 1  # the same name, size and shape: one pixel of other data
     with pytest.raises(train.CheckpointError, match="different training data \\(sha256"):
@@ -277,7 +280,9 @@ def test_a_full_disk_is_a_message_naming_the_file_and_leaves_no_lock_behind(smal
     err = capsys.readouterr().err
     assert f"cannot write {small_disk / 'w.pt'}: No space left on device" in err and "Traceback" not in err
     assert train.read_checkpoint(tmp_path / "run" / train.CHECKPOINT_NAME)["position"]["step"] == 1
-    filler.unlink()  # space again: nothing left behind blocks the next run
+    filler.unlink()  # space again: nothing left behind blocks the next run, and the finished run can be exported
+    assert train.main([*CLI, "--out", str(tmp_path / "run"), "--resume", "--export", str(tmp_path / "w.pt")]) == 0
+    assert train.load_model(tmp_path / "w.pt")[1].dim == 16
     assert train.main([*CLI, "--out", str(run), "--overwrite", "--export", str(small_disk / "w.pt")]) == 0
     assert train.load_model(small_disk / "w.pt")[1].dim == 16
 

@@ -220,14 +220,15 @@ class TrainState:
 
 def data_signature(dataset) -> dict:
     """What fixes the training data of a run, stored in its checkpoint for resume to compare: the data set's
-    name, size, stored image shape, transform (which holds the resize and the augmentation; a transform
-    without its own repr by its type) and a SHA-256 of its image and label tensors (where it has them)."""
+    name, size, stored image shape, transform (its repr, which holds the resize and the augmentation; by its
+    type where the repr is a memory address) and a SHA-256 of its image and label tensors (where it has them)."""
     images, labels = getattr(dataset, "images", None), getattr(dataset, "labels", None)
-    transform = getattr(dataset, "transform", None)
-    own_repr = type(transform).__repr__ is not object.__repr__
+    transform = repr(getattr(dataset, "transform", None))
+    if " at 0x" in transform:  # a default repr (a function, a plain object) holds an address that changes per run
+        transform = type(getattr(dataset, "transform", None)).__qualname__
     signature = {"name": getattr(dataset, "name", type(dataset).__name__), "images": len(dataset),
                  "image_shape": list(images.shape[1:]) if isinstance(images, Tensor) else None,
-                 "transform": repr(transform) if own_repr else type(transform).__qualname__}
+                 "transform": transform}
     if isinstance(images, Tensor) and isinstance(labels, Tensor):
         digest = hashlib.sha256()
         for tensor in (images, labels):
