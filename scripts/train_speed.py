@@ -5,11 +5,12 @@
 
 A training step is `ssog_lab.bench.measure.train_step` (forward, cross-entropy, backward, AdamW step). Every model
 of a case is built and warmed up first; then each round times one step of every mixer, in a rotated order, so
-that all mixers share the machine's load. Reported: the median ms per step and images/s, and the speed against
-SDPA (SDPA's time ÷ the mixer's, ≥ 1 means faster) as the median of the per-round ratios, which a shared machine
-disturbs less than a ratio of medians. `bench --train` gives images/s and peak memory per configuration, each in
-its own process; this script gives the paired ratios. --profile prints torch.profiler's operator table of a few
-steps per mixer.
+that all mixers share the machine's load. Steps are timed in this process's CPU time (time.process_time: on a
+shared machine, time spent waiting for a core does not count; with several threads it adds up their time).
+Reported: the median ms per step and images/s, and the speed against SDPA (SDPA's time ÷ the mixer's, ≥ 1 means
+faster) as the median of the per-round ratios, which a shared machine disturbs less than a ratio of medians.
+`bench --train` gives images/s and peak memory per configuration, each in its own process; this script gives the
+paired ratios. --profile prints torch.profiler's operator table of a few steps per mixer.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, war
     times: dict[str, list[float]] = {m: [] for m in mixers}
     for r in range(rounds):
         for mixer in mixers[r % len(mixers):] + mixers[:r % len(mixers)]:  # rotated: no mixer always first
-            start = time.perf_counter()
+            start = time.process_time()
             runs[mixer]()
-            times[mixer].append(time.perf_counter() - start)
+            times[mixer].append(time.process_time() - start)
     batch = CASES[case][2]
     base = times[mixers[0]]
     return [dict(case=case, mixer=m, ms=1e3 * statistics.median(t), images_per_s=batch / statistics.median(t),

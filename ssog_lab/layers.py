@@ -115,9 +115,12 @@ class SSoGMixer(nn.Module):
         b, n, _ = x.shape
         delta = self.steer(self.steer_down(x))  # (B, N, heads·M·5)
         delta = delta.reshape(b, n, self.heads, self.atoms, 5).transpose(1, 2)  # (B, heads, N, M, 5)
-        mu = self.mu[:, None] + delta[..., 0:2]  # (B, heads, N, M, 2)
-        sigma = (self.log_sigma[:, None] + delta[..., 2:4]).exp()
-        amp = self.amp[:, None] + delta[..., 4]  # (B, heads, N, M)
+        # split, not slices: its backward concatenates the three gradients into one buffer, where each slice's
+        # backward would zero-fill a gradient of delta's full size.
+        d_mu, d_log_sigma, d_amp = delta.split((2, 2, 1), dim=-1)  # (B, heads, N, M, 2 | 2 | 1)
+        mu = self.mu[:, None] + d_mu  # (B, heads, N, M, 2)
+        sigma = (self.log_sigma[:, None] + d_log_sigma).exp()
+        amp = self.amp[:, None] + d_amp.squeeze(-1)  # (B, heads, N, M)
         return mu, sigma, amp
 
     def forward(self, x: Tensor, grid: tuple[int, int]) -> Tensor:

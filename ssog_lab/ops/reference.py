@@ -169,14 +169,16 @@ def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> t
     """
     height, width = grid
     b, heads, _, atoms, _ = mu.shape
-    mu = mu.reshape(b, heads, height, width, atoms, 2)  # (B, heads, H, W, M, 2)
-    sigma = sigma.reshape(b, heads, height, width, atoms, 2)
+    # unbind, not two selects: its backward stacks both gradients into one buffer, where each select's backward
+    # would zero-fill a gradient of the parameters' full size.
+    mu_row, mu_col = mu.reshape(b, heads, height, width, atoms, 2).unbind(-1)  # (B, heads, H, W, M) each
+    sigma_row, sigma_col = sigma.reshape(b, heads, height, width, atoms, 2).unbind(-1)
     rows = _positions(height, mu)[:, None]  # (H, 1): broadcast over (W, H, M) below
     cols = _positions(width, mu)[:, None]  # (W, 1): broadcast over (H, W, M)
     # Transposed parameters are made contiguous (they are small) so that the weights come out contiguous.
-    mu_row, sigma_row = (t[..., 0].transpose(2, 3).contiguous() for t in (mu, sigma))  # (B, heads, W, H, M)
+    mu_row, sigma_row = (t.transpose(2, 3).contiguous() for t in (mu_row, sigma_row))  # (B, heads, W, H, M)
     g_row = axis_weights(rows, mu_row, sigma_row, height)
-    g_col = axis_weights(cols, mu[..., 1], sigma[..., 1], width)
+    g_col = axis_weights(cols, mu_col, sigma_col, width)
     return g_row, g_col  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
 
 
