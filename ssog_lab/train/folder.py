@@ -90,11 +90,21 @@ class RunLock:
                 who = f"process {owner[1]} on {owner[0]}" if len(owner) == 2 else "another process"
                 raise ValueError(f"run folder {self.path.parent} is in use by {who} (lock {self.path}); wait for "
                                  "it to finish") from None
-            if os.path.exists(self.path) and os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+            except OSError as err:  # a file system without locks
+                os.close(fd)
+                raise OSError(err.errno, err.strerror, str(self.path)) from err
+            if self._names(fd):
                 self._claim(fd)
                 return
             os.close(fd)
         raise ValueError(f"run folder {self.path.parent}: its lock {self.path} could not be taken")
+
+    def _names(self, fd: int) -> bool:
+        """Whether the path still names the file locked through `fd` (no releasing holder unlinked it)."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
 
     def _claim(self, fd: int) -> None:
         """Write "host pid" into the locked file, warning when a dead process left its name there."""
