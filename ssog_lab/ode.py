@@ -108,6 +108,8 @@ def solve(func: Callable[[Tensor, Tensor], Tensor], y0: Tensor, t: Tensor, metho
     "torchdiffeq": its odeint (odeint_adjoint when adjoint, func then must be an nn.Module); fixed-grid
                    methods use step_size, adaptive ones ("dopri5", ...) use rtol and atol;
     "ssog_lab":    this module's odeint (fixed grid only; adjoint not available).
+
+    Raises SolverDivergedError when an adaptive method's step size underflows (a non-finite state or slope).
     """
     if solver == "ssog_lab":
         if adjoint:

@@ -87,10 +87,10 @@ def save(path: Path | None, state: TrainState, module: nn.Module, optimizer, sch
 
 
 def check_sets(model: nn.Module, train_set: Dataset, test_set: Dataset | None) -> dict:
-    """The training data's signature (checkpoint.data_signature), after a ValueError, before any folder is made,
-    for a set with no images, labels (a `labels` tensor) outside [0, num_classes) of the model's config, or
-    images (an `images` tensor) with other than its in_chans channels: cross_entropy would stop with an
-    IndexError or report NaN, the model would stop at the first step."""
+    """ValueError, before any folder is made, for a set with no images, labels (a `labels` tensor) outside
+    [0, num_classes) of the model's config, or images (an `images` tensor) with other than its in_chans
+    channels (cross_entropy would stop with an IndexError or report NaN, the model at its first step);
+    otherwise the training data's signature (checkpoint.data_signature)."""
     classes = getattr(getattr(model, "config", None), "num_classes", None)
     channels = getattr(getattr(model, "config", None), "in_chans", None)
     for name, dataset in (("training set", train_set), ("evaluation set", test_set)):
