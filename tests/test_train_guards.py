@@ -147,6 +147,7 @@ def first_moment(state: dict) -> dict:
 DAMAGE = {  # what a damaged file holds -> what the error must say
     "mlp_ratio": (lambda s: s["model_config"].update(mlp_ratio=-1.0), "mlp_ratio"),
     "string": (lambda s: s["model_config"].update(dim="16"), "dim must be int"),
+    "rtol nan": (lambda s: s["model_config"].update(ode_rtol=float("nan")), "ode_rtol"),
     "unknown field": (lambda s: s["model_config"].update(colour=1), "colour"),
     "nan weight": (lambda s: s["model"]["head.weight"].__setitem__((0, 0), float("nan")), "non-finite .*head.weight"),
     "wrong shape": (lambda s: s["model"].update({"head.weight": torch.zeros(3, 3)}), "head.weight: \\(3, 3\\)"),
