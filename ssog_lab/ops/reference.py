@@ -175,8 +175,10 @@ def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> t
     sigma_row, sigma_col = sigma.reshape(b, heads, height, width, atoms, 2).unbind(-1)
     rows = _positions(height, mu)[:, None]  # (H, 1): broadcast over (W, H, M) below
     cols = _positions(width, mu)[:, None]  # (W, 1): broadcast over (H, W, M)
-    # Transposed parameters are made contiguous (they are small) so that the weights come out contiguous.
+    # The parameters are made contiguous (they are small) so that the weights come out contiguous, ready for the
+    # GEMMs: the steering head gives them token-major (B, N, heads, M) in memory.
     mu_row, sigma_row = (t.transpose(2, 3).contiguous() for t in (mu_row, sigma_row))  # (B, heads, W, H, M)
+    mu_col, sigma_col = mu_col.contiguous(), sigma_col.contiguous()  # (B, heads, H, W, M)
     g_row = axis_weights(rows, mu_row, sigma_row, height)
     g_col = axis_weights(cols, mu_col, sigma_col, width)
     return g_row, g_col  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
