@@ -61,12 +61,12 @@ TAIL_LOG2_CUTOFF = {torch.float32: -50.0, torch.float64: -100.0}
 _SIGMA_FLOOR = {torch.float32: 1e-12, torch.float64: 1e-100}
 _LOG2E = 1.0 / math.log(2.0)
 
-def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> Tensor:
-    """Normalized 1-D Gaussian weights g(i → j; μ, σ) for j = 0 … length−1.
+def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int, amp: Tensor | None = None) -> Tensor:
+    """Normalized 1-D Gaussian weights g(i → j; μ, σ) for j = 0 … length−1, times amp when given (α·g).
 
-    query_pos, mu, sigma broadcast together to a shape S (positions and widths in token units).
+    query_pos, mu, sigma (and amp) broadcast together to a shape S (positions and widths in token units).
     Returns (*S, length) in the compute dtype (float32 for half types): a softmax over j of the logit
-    ℓ_j = −(j − i − μ)² / (2σ²), with tails below TAIL_LOG2_CUTOFF exactly zero. Differentiable in all three,
+    ℓ_j = −(j − i − μ)² / (2σ²), with tails below TAIL_LOG2_CUTOFF exactly zero. Differentiable in all of them,
     through `_AxisWeights` (its backward in closed form).
 
     The logits are taken relative to the nearest grid point j* (clamped to the axis), where ℓ is largest, as
@@ -76,9 +76,11 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> T
     """
     work = _compute_dtype(mu.dtype)
     query_pos, mu, sigma = query_pos.to(work), mu.to(work), sigma.to(work)
-    if torch.is_grad_enabled() and (mu.requires_grad or sigma.requires_grad or query_pos.requires_grad):
-        return _AxisWeights.apply(query_pos, mu, sigma, length)
-    return _axis_weights(query_pos, mu, sigma, length)[0]
+    amp = amp.to(work) if amp is not None else None
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query_pos, mu, sigma, amp)):
+        return _AxisWeights.apply(query_pos, mu, sigma, length, amp)
+    weights = _axis_weights(query_pos, mu, sigma, length)[0]
+    return weights if amp is None else weights.mul_(amp.unsqueeze(-1))
 
 
 def _axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -105,26 +107,31 @@ class _AxisWeights(torch.autograd.Function):
     """`axis_weights` with its backward in closed form, instead of autograd's chain through every elementwise
     step of the forward (each a full pass over the weights, forward and backward, most with an allocation).
 
-    With s_j = g_j (G_j − Σ_k g_k G_k) the softmax's gradient for the output's gradient G, and u = j − j*:
+    With G the gradient of the output α·g, c = Σ_k g_k G_k (the gradient of α), s_j = α g_j (G_j − c) (the
+    softmax's gradient) and u = j − j*:
         ∂/∂μ = ∂/∂i = Σ_j s_j u_j / σ²,    ∂/∂σ = Σ_j s_j u_j (2 t* + u_j) / σ³  (0 where σ is below its floor),
     the derivatives of λ_j = −u_j (t* + u_j/2) / σ² (∂t*/∂μ = −1; j* is piecewise constant). Cut tails have
-    g_j = 0, hence s_j = 0: no gradient, as through the −inf the forward puts there.
+    g_j = 0, hence s_j = 0: no gradient, as through the −inf the forward puts there. α (one per row) multiplies
+    the row sums, not every weight.
     """
 
     @staticmethod
-    def forward(ctx, query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int) -> Tensor:
+    def forward(ctx, query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int, amp: Tensor | None) -> Tensor:
         weights, mode, offset = _axis_weights(query_pos, mu, sigma, length)
-        ctx.save_for_backward(weights, mode, offset, query_pos, mu, sigma)
-        return weights
+        ctx.save_for_backward(weights, mode, offset, query_pos, mu, sigma, amp)
+        return weights if amp is None else weights * amp.unsqueeze(-1)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        weights, mode, offset, query_pos, mu, sigma = ctx.saved_tensors
+        weights, mode, offset, query_pos, mu, sigma, amp = ctx.saved_tensors
         s = weights * grad  # (*S, L)
-        s.addcmul_(weights, s.sum(dim=-1, keepdim=True), value=-1.0)  # s_j = g_j (G_j − Σ_k g_k G_k)
+        c = s.sum(dim=-1, keepdim=True)  # (*S, 1): Σ g G, the gradient of α
+        s.addcmul_(weights, c, value=-1.0)  # s_j / α = g_j (G_j − c)
         u = torch.arange(weights.shape[-1], device=mu.device, dtype=mu.dtype) - mode.unsqueeze(-1)  # (*S, L)
-        su = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u
-        su2 = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u²
+        su = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u / α
+        su2 = s.mul_(u).sum(dim=-1, keepdim=True)  # (*S, 1): Σ s u² / α
+        if amp is not None:
+            su, su2 = su * amp.unsqueeze(-1), su2 * amp.unsqueeze(-1)
         floor = _SIGMA_FLOOR[mu.dtype]
         inv = sigma.clamp_min(floor).reciprocal().unsqueeze(-1)  # (*S', 1): 1/σ
         # One factor 1/σ at a time: an exact 0 stays 0 (inv³ alone could overflow, and 0·inf is NaN).
@@ -133,7 +140,8 @@ class _AxisWeights(torch.autograd.Function):
         d_sigma = d_sigma * (sigma >= floor)  # clamp_min passes no gradient below the floor
         # A gradient below the smallest normal float is 0, as a cut tail's weight is (a huge σ's 1/σ² and 1/σ³).
         grads = [_flush(d_mu.sum_to_size(t.shape)) if t.requires_grad else None for t in (query_pos, mu)]
-        return *grads, _flush(d_sigma.sum_to_size(sigma.shape)) if sigma.requires_grad else None, None
+        d_amp = _flush(c.squeeze(-1).sum_to_size(amp.shape)) if amp is not None and amp.requires_grad else None
+        return *grads, _flush(d_sigma.sum_to_size(sigma.shape)) if sigma.requires_grad else None, None, d_amp
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -159,12 +167,13 @@ def _fixed_axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tu
     return g_row, g_col  # (heads, M, H, H), (heads, M, W, W)
 
 
-def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Tensor, Tensor]:
+def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int],
+                          amp: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Per-token Gaussian weights for steered parameters.
 
-    mu, sigma: (B, heads, N, M, 2). Returns
-    G_row (B, heads, W, H, M, H): weights over r' for the output token (r, c), stored column-major
-        (c before r) so that the row stage reads them without a copy, and
+    mu, sigma: (B, heads, N, M, 2); amp (B, heads, N, M) or None. Returns
+    G_row (B, heads, W, H, M, H): weights over r' for the output token (r, c), times its α when amp is given,
+        stored column-major (c before r) so that the row stage reads them without a copy, and
     G_col (B, heads, H, W, M, W): weights over c' for the output token (r, c).
     """
     height, width = grid
@@ -179,7 +188,9 @@ def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> t
     # GEMMs: the steering head gives them token-major (B, N, heads, M) in memory.
     mu_row, sigma_row = (t.transpose(2, 3).contiguous() for t in (mu_row, sigma_row))  # (B, heads, W, H, M)
     mu_col, sigma_col = mu_col.contiguous(), sigma_col.contiguous()  # (B, heads, H, W, M)
-    g_row = axis_weights(rows, mu_row, sigma_row, height)
+    if amp is not None:
+        amp = amp.reshape(b, heads, height, width, atoms).transpose(2, 3).contiguous()  # (B, heads, W, H, M)
+    g_row = axis_weights(rows, mu_row, sigma_row, height, amp)
     g_col = axis_weights(cols, mu_col, sigma_col, width)
     return g_row, g_col  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
 
@@ -350,9 +361,8 @@ def _steered_separable(v: Tensor, mu: Tensor, sigma: Tensor, amp: Tensor, grid: 
     height, width = grid
     b, heads, n, d = v.shape
     atoms = mu.shape[-2]
-    g_row, g_col = _steered_axis_weights(mu, sigma, grid)  # (B, heads, W, H, M, H), (B, heads, H, W, M, W)
-    amp = amp.reshape(b, heads, height, width, atoms).transpose(2, 3).contiguous()  # (B, heads, W, H, M)
-    g_row = amp[..., None] * g_row  # (B, heads, W, H, M, H), α folded in
+    # (B, heads, W, H, M, H) with α folded in, (B, heads, H, W, M, W)
+    g_row, g_col = _steered_axis_weights(mu, sigma, grid, amp)
     # col_stage, per image row: Z[b,h,r,(c,m)] = Σ_c' G_col[b,h,r,c,m,c'] V[b,h,r,c'].
     rows_v = v.reshape(b * heads * height, width, d)  # (B·heads·H, W, d)
     z = torch.bmm(g_col.reshape(b * heads * height, width * atoms, width), rows_v)  # (B·heads·H, W·M, d)
