@@ -214,7 +214,8 @@ def test_gradcheck_at_tiny_and_huge_sigma_and_far_centres(steered):
         mu = mu + 0.01 * torch.randn(mu.shape, generator=gen, dtype=torch.float64)
     inputs = [t.clone().requires_grad_() for t in (v, mu, sigma, amp)]
     for dense in (True, False):
-        assert torch.autograd.gradcheck(lambda *a: ssog_reference(*a, grid, dense=dense), inputs)
+        assert torch.autograd.gradcheck(lambda *a: ssog_reference(*a, grid, dense=dense), inputs,
+                                        check_forward_ad=True)
         grads = torch.autograd.grad(ssog_reference(*inputs, grid, dense=dense).sum(), inputs)
         assert all(bool(torch.isfinite(t).all()) for t in grads)
 
@@ -286,7 +287,29 @@ def test_gradcheck(steered, dense):
     v = torch.randn(2, 2, 6, 2, generator=gen, dtype=torch.float64)
     params = random_params(2, 2, grid, batch=2 if steered else None, gen=gen)
     inputs = [t.clone().requires_grad_() for t in (v, *params)]
-    assert torch.autograd.gradcheck(lambda *a: ssog_reference(*a, grid, dense=dense), inputs)
+    assert torch.autograd.gradcheck(lambda *a: ssog_reference(*a, grid, dense=dense), inputs, check_forward_ad=True)
+
+
+def test_axis_weights_derivatives_in_every_mode_match_the_formula():
+    """The closed-form derivatives (backward and forward mode), under torch.func's transforms and under
+    torch.autograd.forward_ad, agree with autograd's chain through the formula α·softmax_j(−(j − i − μ)²/(2σ²))."""
+    gen = torch.Generator().manual_seed(3)
+    query = torch.arange(5.0, dtype=torch.float64)[:, None]  # (5, 1)
+    mu, log_sigma, amp = (torch.randn(3, generator=gen, dtype=torch.float64) for _ in range(3))
+    primals = (query, mu, log_sigma.exp(), amp)
+    by_formula = lambda q, m, s, a: a[..., None] * torch.softmax(  # noqa: E731
+        -(torch.arange(5.0, dtype=torch.float64) - q[..., None] - m[..., None]) ** 2 / (2 * s[..., None] ** 2), -1)
+    by_library = lambda q, m, s, a: ops.axis_weights(q, m, s, 5, a)  # noqa: E731
+    for jacobian in (torch.func.jacfwd, torch.func.jacrev):
+        for arg in range(4):
+            torch.testing.assert_close(jacobian(by_library, argnums=arg)(*primals),
+                                       jacobian(by_formula, argnums=arg)(*primals))
+    # Forward mode with parameters that require grad (a model's): the closed-form jvp, not the plain chain.
+    tangents = tuple(torch.randn(t.shape, generator=gen, dtype=torch.float64) for t in primals)
+    with torch.autograd.forward_ad.dual_level():
+        duals = [torch.autograd.forward_ad.make_dual(t.clone().requires_grad_(), d) for t, d in zip(primals, tangents)]
+        tangent = torch.autograd.forward_ad.unpack_dual(by_library(*duals)).tangent
+    torch.testing.assert_close(tangent, torch.func.jvp(by_formula, primals, tangents)[1])
 
 
 def test_float32_close_to_float64():

@@ -78,7 +78,7 @@ def axis_weights(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int, amp:
     query_pos, mu, sigma = query_pos.to(work), mu.to(work), sigma.to(work)
     amp = amp.to(work) if amp is not None else None
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query_pos, mu, sigma, amp)):
-        return _AxisWeights.apply(query_pos, mu, sigma, length, amp)
+        return _AxisWeights.apply(query_pos, mu, sigma, length, amp)[0]
     weights = _axis_weights(query_pos, mu, sigma, length)[0]
     return weights if amp is None else weights.mul_(amp.unsqueeze(-1))
 
@@ -115,14 +115,54 @@ class _AxisWeights(torch.autograd.Function):
     the row sums, not every weight.
     """
 
-    @staticmethod
-    def forward(ctx, query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int, amp: Tensor | None) -> Tensor:
-        weights, mode, offset = _axis_weights(query_pos, mu, sigma, length)
-        ctx.save_for_backward(weights, mode, offset, query_pos, mu, sigma, amp)
-        return weights if amp is None else weights * amp.unsqueeze(-1)
+    generate_vmap_rule = True  # every step is an ordinary tensor op, so torch.func.vmap batches it as it is
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
+    def forward(query_pos: Tensor, mu: Tensor, sigma: Tensor, length: int,
+                amp: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Returns (α·g, g, j*, t*); the last three are saved for the derivatives, not differentiable. Without α
+        the output is g itself, and the second slot an empty tensor (one tensor cannot be both outputs)."""
+        weights, mode, offset = _axis_weights(query_pos, mu, sigma, length)
+        if amp is None:
+            return weights, weights.new_empty(0), mode, offset
+        return weights * amp.unsqueeze(-1), weights, mode, offset
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        # A separate setup_context (not a ctx argument of forward) is what torch.func's transforms require
+        # (jvp, vjp, vmap: the Lipschitz tools run them through the steered branch).
+        query_pos, mu, sigma, _, amp = inputs
+        out, weights, mode, offset = output
+        weights = out if amp is None else weights
+        ctx.mark_non_differentiable(*output[1:])
+        ctx.save_for_backward(weights, mode, offset, query_pos, mu, sigma, amp)
+        ctx.save_for_forward(weights, mode, offset, sigma, amp)
+
+    @staticmethod
+    def jvp(ctx, d_query_pos: Tensor | None, d_mu: Tensor | None, d_sigma: Tensor | None, _: None,
+            d_amp: Tensor | None) -> tuple[Tensor, None, None, None]:
+        """Forward mode: dλ_j = u_j (dμ + di) / σ² + u_j (2 t* + u_j) dσ / σ³, dg = g (dλ − Σ_k g_k dλ_k), and
+        d(α g) = α dg + g dα."""
+        weights, mode, offset, sigma, amp = ctx.saved_tensors
+        u = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype) - mode.unsqueeze(-1)
+        floor = _SIGMA_FLOOR[sigma.dtype]
+        inv = sigma.clamp_min(floor).reciprocal().unsqueeze(-1)  # (*S', 1): 1/σ
+        d_logit = torch.zeros_like(weights)  # (*S, L): dλ
+        for d_shift in (d_query_pos, d_mu):  # λ depends on i and μ only through i + μ
+            if d_shift is not None:
+                d_logit = d_logit + u * (d_shift.unsqueeze(-1) * inv * inv)
+        if d_sigma is not None:
+            d_sigma = (d_sigma * (sigma >= floor)).unsqueeze(-1)  # clamp_min passes no tangent below the floor
+            d_logit = d_logit + u * (2 * offset + u) * (d_sigma * inv * inv * inv)
+        d_weights = weights * (d_logit - (weights * d_logit).sum(dim=-1, keepdim=True))  # (*S, L): dg
+        if amp is not None:
+            d_weights = d_weights * amp.unsqueeze(-1)
+            if d_amp is not None:
+                d_weights = d_weights + weights * d_amp.unsqueeze(-1)
+        return d_weights, None, None, None
+
+    @staticmethod
+    def backward(ctx, grad: Tensor, *_):  # the gradients of g, j*, t* are not used (not differentiable)
         weights, mode, offset, query_pos, mu, sigma, amp = ctx.saved_tensors
         s = weights * grad  # (*S, L)
         c = s.sum(dim=-1, keepdim=True)  # (*S, 1): Σ g G, the gradient of α
