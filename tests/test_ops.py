@@ -306,9 +306,10 @@ def test_axis_weights_derivatives_in_every_mode_match_the_formula():
                                        jacobian(by_formula, argnums=arg)(*primals))
     # Forward mode with parameters that require grad (a model's): the closed-form jvp, not the plain chain.
     tangents = tuple(torch.randn(t.shape, generator=gen, dtype=torch.float64) for t in primals)
-    with torch.autograd.forward_ad.dual_level():
-        duals = [torch.autograd.forward_ad.make_dual(t.clone().requires_grad_(), d) for t, d in zip(primals, tangents)]
-        tangent = torch.autograd.forward_ad.unpack_dual(by_library(*duals)).tangent
+    forward_ad = torch.autograd.forward_ad
+    with forward_ad.dual_level():
+        duals = [forward_ad.make_dual(t.clone().requires_grad_(), d) for t, d in zip(primals, tangents, strict=True)]
+        tangent = forward_ad.unpack_dual(by_library(*duals)).tangent
     torch.testing.assert_close(tangent, torch.func.jvp(by_formula, primals, tangents)[1])
 
 
