@@ -63,12 +63,14 @@ def _check_input(x: Tensor, dim: int, grid: tuple[int, int]) -> None:
 class SSoGMixer(nn.Module):
     """Separable sum-of-Gaussians token mixer.
 
-    Per head h and atom m: offsets mu (row, col), widths sigma = exp(log_sigma), amplitude amp.
-    Initialization spreads the atoms over scales: widths grow geometrically from 0.5 to 4 tokens
-    across atoms, offsets are spread uniformly over ±`init_spread` tokens, amplitudes start at 1/M. For fixed
-    atoms more heads are more distinct filters at no extra mixing cost ("heads are nearly free"); that holds
-    for fixed atoms only: a steered head evaluates M·(H+W) Gaussian weights per token, so the steered cost
-    grows with the head count (ViTConfig's defaults and docs/DESIGN.md §1 give the measurements).
+    Per head h and atom m: offsets mu (row, col), widths sigma = exp(log_sigma), amplitude amp, all in token
+    units. Initialization spreads the atoms over positions and scales: offsets uniform in ±`init_spread`
+    tokens, widths geometric across atoms from half a token to `init_spread` tokens (at least half a token),
+    amplitudes 1/M. ViTConfig sets init_spread to half its grid side, so the atoms start covering the whole
+    grid rather than a neighbourhood (docs/DESIGN.md §3: in token units, training moves them only a few tokens).
+    For fixed atoms more heads are more distinct filters at no extra mixing cost ("heads are nearly free");
+    that holds for fixed atoms only: a steered head evaluates M·(H+W) Gaussian weights per token, so the
+    steered cost grows with the head count (docs/DESIGN.md §3).
 
     steered=True adds a light steering head that maps each token to per-atom adjustments
     (Δμ_row, Δμ_col, Δlog σ_row, Δlog σ_col, Δα). It is low-rank — `steer_down` (C → steer_rank, default
@@ -93,7 +95,12 @@ class SSoGMixer(nn.Module):
         self.dim, self.heads, self.atoms, self.steered, self.backend = dim, heads, atoms, steered, backend
         self.value = nn.Linear(dim, dim)
         self.proj = nn.Linear(dim, dim)
-        widths = torch.logspace(math.log10(0.5), math.log10(4.0), atoms) if atoms > 1 else torch.tensor([1.0])
+        if not (math.isfinite(init_spread) and init_spread >= 0):
+            raise ValueError(f"init_spread must be a finite number ≥ 0, got {init_spread!r}")
+        widest = max(0.5, init_spread)
+        # (M,): half a token to `widest`, geometric; one atom sits at their geometric mean
+        widths = torch.logspace(math.log10(0.5), math.log10(widest), atoms) if atoms > 1 else \
+            torch.tensor([math.sqrt(0.5 * widest)])
         self.mu = nn.Parameter((torch.rand(heads, atoms, 2) * 2 - 1) * init_spread)  # (heads, M, 2)
         self.log_sigma = nn.Parameter(widths.log()[None, :, None].repeat(heads, 1, 2))  # (heads, M, 2)
         self.amp = nn.Parameter(torch.full((heads, atoms), 1.0 / atoms))  # (heads, M)

@@ -38,7 +38,7 @@ MIXERS = ("sdpa", "sdpa-math", "axial", "ssog", "ssog-steered")
 ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
 ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
 # ViTConfig's rules (ssog_lab.checks): the allowed strings, and each number's interval (sizes and counts ≥ 1;
-# ode_T, ssog_heads: None is allowed and means the default).
+# ode_T, ssog_heads, ssog_init_spread: None is allowed and means the default).
 CONFIG_CHOICES = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS}
 CONFIG_RANGES = {**{name: dict(low=1) for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim",
                                                     "layers", "heads", "ssog_heads", "atoms")},
@@ -61,30 +61,18 @@ class ViTConfig:
     ssog_heads SSoG heads; None resolves per variant (see default_ssog_heads):
                ssog          dim // 8  (nano 8, tiny 24, small 48, base 96). A fixed SSoG head costs atoms × 5
                              parameters and nothing in mixing time (docs/DESIGN.md §3), so fixed SSoG gets many
-                             more heads than attention (the Fashion-MNIST tuning tried 8 and 16 for nano).
+                             more heads than attention.
                ssog-steered  max(2, dim // 48)  (nano 2, tiny 4, small 8, base 16). "Heads are nearly free" holds
                              for fixed atoms only: a steered head evaluates M·(H+W) weights per token, so the
-                             weight work grows with the head count while the contraction does not. The steered
-                             operator alone at 64×64, C = 192, M = 4, batch 1, one thread, forward, ms, Intel Xeon
-                             / AMD EPYC (docs/results/operator_cpu.md, operator_cpu_amd.md): 24 heads × 8:
-                             357 / 354 (SDPA with 24 heads: 342 / 590); 4 heads × 48: 36 / 25 (SDPA: 111 / 168);
-                             1 head × 192: 14 (Intel). In the whole ViT-Tiny (4 steered heads) that is 1.7–1.9×
-                             SDPA's throughput at 1024² and 0.72–1.01× at 224² on the Intel host
-                             (docs/results/scaling_cpu.md, two runs). Each steered head also adds atoms × 5
-                             outputs to the steering head: docs/results/params.md.
-               Speed against accuracy, nano on Fashion-MNIST (7×7 tokens, 6 epochs; the tuning table of
-               docs/results/accuracy_fashion.md, validation % and inference images/s at 112², Intel Xeon, one
-               thread): steered at lr 2e-3, atom lr ×1, 1 / 2 / 4 heads: 86.1 / 87.5 / 88.0 % at 66 / 38 / 24
-               img/s (2 heads: the sweep's "heads" run); SDPA 86.5 % at 55 img/s; fixed 8 heads × 4 atoms
-               88.5 % at 80 img/s. No steered head count there is both clearly more accurate and faster than
-               SDPA, while fixed SSoG is both. The nano default of 2 keeps most of 4 heads' accuracy at 1.6× its
-               speed; the sweep's final runs use the tuned 4.
-    atoms      Gaussians per head, 4 for both variants. Fixed, nano, the same table: 8 atoms 88.9 % (atom lr ×10)
-               against 4 atoms 88.5 % (×1), for 11 % less speed at 112² (71 vs 80 img/s): within about two
-               seed-stds, so 4 stays the default.
-    ssog_init_spread  atoms' initial offsets, in tokens: μ starts uniform in ±spread (centres within a 5×5 window
-               of each token at 2; widths start at 0.5–4 tokens), so the atoms begin local, like a small
-               convolution, and training moves them from there (notebook 06 shows how far). Not tuned.
+                             weight work grows with the head count while the contraction does not
+                             (docs/DESIGN.md §3; docs/results/operator_cpu.md times it).
+    atoms      Gaussians per head, 4 for both variants.
+    ssog_init_spread  how far the atoms start, in tokens: offsets uniform in ±spread, widths geometric from half a
+               token to spread. None (the default) resolves to half the build grid's side (image_size /
+               patch_size / 2), so the atoms start covering the whole grid: training moves an atom only a few
+               tokens (docs/DESIGN.md §3).
+    The defaults of these fields and of TrainConfig were chosen on validation splits and are checked on test
+    splits of several data sets in docs/results/defaults.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
@@ -99,7 +87,7 @@ class ViTConfig:
     heads: int = 3
     ssog_heads: int | None = None
     atoms: int = 4
-    ssog_init_spread: float = 2.0
+    ssog_init_spread: float | None = None
     mlp_ratio: float = 4.0
     depth: str = "discrete"
     mixer: str = "sdpa"
@@ -115,6 +103,8 @@ class ViTConfig:
         check_fields(self, CONFIG_RANGES, CONFIG_CHOICES)
         if self.ssog_heads is None:
             self.ssog_heads = default_ssog_heads(self.dim, self.mixer)
+        if self.ssog_init_spread is None:
+            self.ssog_init_spread = self.image_size / self.patch_size / 2
         if int(self.dim * self.mlp_ratio) < 1:
             raise ValueError(f"mlp_ratio={self.mlp_ratio} leaves the MLP no hidden feature at dim={self.dim}")
         if self.image_size % self.patch_size:

@@ -1,11 +1,14 @@
 """Mixers against their definitions: nn.MultiheadAttention, masked dense attention, the fixed twin."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from ssog_lab import ops
 from ssog_lab.layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+from ssog_lab.models import ViTConfig
 
 
 @pytest.mark.parametrize("backend", ["auto", "math"])
@@ -160,11 +163,29 @@ def test_steered_mixer_starts_as_fixed_twin_and_then_steers():
     assert steering < 2 * 16 * 16 + 2 * 16
 
 
-def test_atoms_start_at_several_scales():
-    mixer = SSoGMixer(32, 4, atoms=4)
-    widths = mixer.log_sigma.detach().exp()[0, :, 0]
-    assert widths.min() == pytest.approx(0.5) and widths.max() == pytest.approx(4.0)
-    assert mixer.mu.detach().abs().max() <= 2.0
+@pytest.mark.parametrize(("spread", "atoms", "expected"), [
+    (3.5, 4, [0.5, 0.5 * 7 ** (1 / 3), 0.5 * 7 ** (2 / 3), 3.5]),  # geometric from half a token to the spread
+    (0.2, 3, [0.5, 0.5, 0.5]),  # never narrower than half a token
+    (8.0, 1, [2.0]),  # one atom: the geometric mean of 0.5 and 8
+])
+def test_atoms_start_at_several_scales_within_the_spread(spread, atoms, expected):
+    torch.manual_seed(0)
+    mixer = SSoGMixer(32, 64, atoms=atoms, init_spread=spread)
+    widths = mixer.log_sigma.detach().exp()  # (heads, M, 2)
+    torch.testing.assert_close(widths, torch.tensor(expected)[None, :, None].expand_as(widths))
+    offsets = mixer.mu.detach()  # (heads, M, 2): uniform in ±spread, so they reach out to near both ends
+    assert offsets.abs().max() <= spread and offsets.min() < -0.8 * spread and offsets.max() > 0.8 * spread
+
+
+@pytest.mark.parametrize("spread", [-1.0, math.inf, math.nan])
+def test_init_spread_must_be_finite_and_not_negative(spread):
+    with pytest.raises(ValueError, match="init_spread"):
+        SSoGMixer(32, 4, init_spread=spread)
+
+
+def test_vit_config_starts_the_atoms_over_half_its_grid():
+    assert ViTConfig(image_size=28, patch_size=4).ssog_init_spread == 3.5
+    assert ViTConfig(image_size=28, patch_size=2, ssog_init_spread=1.0).ssog_init_spread == 1.0
 
 
 @pytest.mark.parametrize("make", [lambda: SSoGMixer(12, 5), lambda: SDPAMixer(12, 5),

@@ -90,7 +90,7 @@ def test_ode_dopri5_and_adjoint_run_and_count():
     adaptive(images).sum().backward()
     assert adaptive.nfe >= 6  # at least one accepted dopri5 step (FSAL: 6 new evaluations)
     # The adjoint integrates backwards with its own rk4 grid: gradients agree up to discretization error.
-    options = dict(depth="ode", mixer="ssog", layers=1, ode_step_size=0.125)
+    options = dict(depth="ode", mixer="ssog", layers=1, ode_step_size=0.0625)
     adjoint = build_model("nano", ode_adjoint=True, **options).double()
     plain = build_model("nano", **options).double()
     plain.load_state_dict(adjoint.state_dict())

@@ -21,10 +21,11 @@ CHECKPOINTS = ROOT / "data" / "checkpoints"
 # The shipped checkpoints, as `make checkpoints` trains them (steered heads pinned there: the nano default may
 # change), with the test set each is scored on and the accuracy it must keep.
 SHIPPED_MODELS = {
-    "digits": (CHECKPOINTS / "nano_ssog_steered_mnist5k.pt", dict(in_chans=1, num_classes=10, ssog_heads=8),
+    "digits": (CHECKPOINTS / "nano_ssog_steered_mnist5k.pt",
+               dict(in_chans=1, num_classes=10, ssog_heads=8, ssog_init_spread=2.0),
                lambda: data.mnist5k("test"), 0.95),
     "clothing": (CHECKPOINTS / "nano_ssog_steered_fashion.pt",
-                 dict(in_chans=1, num_classes=10, ssog_heads=2, image_size=28, patch_size=4),
+                 dict(in_chans=1, num_classes=10, ssog_heads=2, image_size=28, patch_size=4, ssog_init_spread=2.0),
                  lambda: data.fashion_mnist("test"), 0.90),
 }
 
@@ -185,7 +186,8 @@ def test_precision_flag_keeps_amp_as_an_alias_and_old_configs_load(tmp_path):
     assert parser.parse_args(["--amp", "off"]).precision == parser.parse_args(["--precision", "off"]).precision == "off"
     stored = {**dataclasses.asdict(recipe()), "amp": "off"}
     del stored["precision"], stored["atom_lr_scale"], stored["validation_fraction"]
-    assert train.TrainConfig.from_dict(stored) == recipe(precision="off")
+    # fields added later read at their meaning then (no separate atom rate, no validation split)
+    assert train.TrainConfig.from_dict(stored) == recipe(precision="off", atom_lr_scale=1.0)
     # A checkpoint written before the rename (train_config with "amp") still resumes.
     train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1, precision="off"), out_dir=tmp_path)
     path = tmp_path / train.CHECKPOINT_NAME
@@ -224,7 +226,7 @@ def test_atom_lr_scale_gives_exactly_the_atoms_their_own_group(tmp_path):
     assert groups[2]["lr"] == pytest.approx(4.0 * config.lr) and groups[2]["weight_decay"] == 0.0
     assert not atoms & {names[id(p)] for g in groups[:2] for p in g["params"]}
     assert sum(len(g["params"]) for g in groups) == len(names)
-    same = train.optim.parameter_groups(model, recipe())  # scale 1: the two groups of before
+    same = train.optim.parameter_groups(model, recipe(atom_lr_scale=1.0))  # scale 1: no group of their own
     assert len(same) == 2 and same[0]["weight_decay"] == recipe().weight_decay
     train.fit(model, small_digits(24, False), None, config, out_dir=tmp_path)
     state = train.read_checkpoint(tmp_path / train.CHECKPOINT_NAME)

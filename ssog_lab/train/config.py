@@ -38,7 +38,7 @@ class TrainConfig:
 
     epochs: int = 10
     batch_size: int = 128
-    lr: float = 2e-3
+    lr: float = 4e-3
     weight_decay: float = 0.05
     warmup_epochs: float = 1.0
     min_lr_ratio: float = 0.0
@@ -46,11 +46,10 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     seed: int = 0
     precision: str = "auto"
-    # 1: the atoms train like every other no-decay parameter. A separate rate did not clearly help on Fashion-MNIST
-    # at 7×7 tokens, each pair differing in the scale alone (docs/results/accuracy_fashion.md, validation %, one
-    # seed, noise about 0.5): fixed SSoG ×1 88.2, ×10 88.9, ×30 87.7; steered with 4 heads ×1 88.0, ×10 87.5, with
-    # 1 head ×1 86.1, ×10 86.6. So the group is an option the tuning may pick, not the default.
-    atom_lr_scale: float = 1.0
+    # The atoms live in token units (offsets ~1–3 tokens, log-widths ~1) while a weight is ~1/√dim, and AdamW
+    # moves every parameter by about lr per step whatever its size: at one rate the atoms barely move in a short
+    # run. Ten times the rate lets them travel as far, relative to their size, as the weights (docs/DESIGN.md §3).
+    atom_lr_scale: float = 10.0
     validation_fraction: float = 0.0
     log_every: int = 10
     save_every: int = 0
