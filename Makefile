@@ -43,8 +43,8 @@ deb-%:
 ## make checkpoints: retrain the shipped nano steered-SSoG checkpoints, on the embedded digits (about 10 minutes on
 ## a CPU) and on Fashion-MNIST (about 35 minutes, one thread)
 checkpoints: $(STAMP) deb-dataset-fashion-mnist
-	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=8 --dataset mnist5k --augment --epochs 14 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --atom-lr-scale 1 --set ssog_init_spread=2 --seed 0 --log-every 20 --no-progress --overwrite --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
-	OMP_NUM_THREADS=1 $(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=2 --set image_size=28 --set patch_size=4 --dataset fashion-mnist --augment --epochs 12 --batch-size 128 --lr 2e-3 --atom-lr-scale 10 --set ssog_init_spread=2 --warmup-epochs 1 --weight-decay 0.05 --seed 0 --log-every 100 --no-progress --overwrite --out runs/nano-ssog-steered-fashion --export data/checkpoints/nano_ssog_steered_fashion.pt
+	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=8 --dataset mnist5k --augment --epochs 14 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --atom-lr-scale 1 --set ssog_init_spread=2 --set ssog_init_amplitudes=blur --seed 0 --log-every 20 --no-progress --overwrite --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
+	OMP_NUM_THREADS=1 $(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=2 --set image_size=28 --set patch_size=4 --dataset fashion-mnist --augment --epochs 12 --batch-size 128 --lr 2e-3 --atom-lr-scale 10 --set ssog_init_spread=2 --set ssog_init_amplitudes=blur --warmup-epochs 1 --weight-decay 0.05 --seed 0 --log-every 100 --no-progress --overwrite --out runs/nano-ssog-steered-fashion --export data/checkpoints/nano_ssog_steered_fashion.pt
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -60,14 +60,21 @@ def _check_input(x: Tensor, dim: int, grid: tuple[int, int]) -> None:
         raise ValueError(f"x has N={x.shape[1]} tokens but grid {grid[0]}×{grid[1]} holds {grid[0] * grid[1]}")
 
 
+INIT_AMPLITUDES = ("centre-surround", "blur")  # SSoGMixer's amplitude starts
+
+
 class SSoGMixer(nn.Module):
     """Separable sum-of-Gaussians token mixer.
 
     Per head h and atom m: offsets mu (row, col), widths sigma = exp(log_sigma), amplitude amp, all in token
     units. Initialization spreads the atoms over positions and scales: offsets uniform in ±`init_spread`
-    tokens, widths geometric across atoms from half a token to `init_spread` tokens (at least half a token),
-    amplitudes 1/M. ViTConfig sets init_spread to half its grid side, so the atoms start covering the whole
-    grid rather than a neighbourhood (docs/DESIGN.md §3: in token units, training moves them only a few tokens).
+    tokens, widths geometric across atoms from half a token to `init_spread` tokens (at least half a token).
+    ViTConfig sets init_spread to half its grid side, so the atoms start covering the whole grid rather than a
+    neighbourhood (docs/DESIGN.md §3: in token units, training moves them only a few tokens). Amplitudes
+    (`init_amplitudes`): "centre-surround" (the default) starts them at +1, −1, +1, … from the narrowest atom to
+    the widest, so every head begins as a difference of Gaussians that passes edges and contrast; "blur" starts
+    them at 1/M each, a positive sum of Gaussians, i.e. a low-pass filter, which shape must build up through
+    depth and training (docs/DESIGN.md §3 gives the measurements).
     For fixed atoms more heads are more distinct filters at no extra mixing cost ("heads are nearly free");
     that holds for fixed atoms only: a steered head evaluates M·(H+W) Gaussian weights per token, so the
     steered cost grows with the head count (docs/DESIGN.md §3).
@@ -87,7 +94,8 @@ class SSoGMixer(nn.Module):
     """
 
     def __init__(self, dim: int, heads: int, atoms: int = 4, steered: bool = False,
-                 init_spread: float = 2.0, backend: str = "auto", steer_rank: int | None = None):
+                 init_spread: float = 2.0, init_amplitudes: str = "centre-surround", backend: str = "auto",
+                 steer_rank: int | None = None):
         super().__init__()
         _check_dims(dim, heads)
         if atoms < 1:
@@ -103,7 +111,12 @@ class SSoGMixer(nn.Module):
             torch.tensor([math.sqrt(0.5 * widest)])
         self.mu = nn.Parameter((torch.rand(heads, atoms, 2) * 2 - 1) * init_spread)  # (heads, M, 2)
         self.log_sigma = nn.Parameter(widths.log()[None, :, None].repeat(heads, 1, 2))  # (heads, M, 2)
-        self.amp = nn.Parameter(torch.full((heads, atoms), 1.0 / atoms))  # (heads, M)
+        if init_amplitudes not in INIT_AMPLITUDES:
+            raise ValueError(f"init_amplitudes must be one of {INIT_AMPLITUDES}, got {init_amplitudes!r}")
+        # (M,): +1, −1, +1, … with the widths ascending (narrow centres, wider surrounds), or 1/M each
+        amps = (-1.0) ** torch.arange(atoms) if init_amplitudes == "centre-surround" \
+            else torch.full((atoms,), 1 / atoms)
+        self.amp = nn.Parameter(amps[None].repeat(heads, 1))  # (heads, M)
         self.steer_down, self.steer = None, None
         if steered:
             rank = steer_rank or max(1, dim // 4)

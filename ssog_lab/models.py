@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from . import ode
 from .checks import check_fields
-from .layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+from .layers import INIT_AMPLITUDES, AxialSDPAMixer, SDPAMixer, SSoGMixer
 
 DEPTHS = ("discrete", "looped", "ode")
 MIXERS = ("sdpa", "sdpa-math", "axial", "ssog", "ssog-steered")
@@ -39,7 +39,8 @@ ODE_METHODS = ("euler", "midpoint", "rk4", "dopri5")
 ODE_SOLVERS = ("torchdiffeq", "ssog_lab")
 # ViTConfig's rules (ssog_lab.checks): the allowed strings, and each number's interval (sizes and counts ≥ 1;
 # ode_T, ssog_heads, ssog_init_spread: None is allowed and means the default).
-CONFIG_CHOICES = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS}
+CONFIG_CHOICES = {"depth": DEPTHS, "mixer": MIXERS, "ode_method": ODE_METHODS, "ode_solver": ODE_SOLVERS,
+                  "ssog_init_amplitudes": INIT_AMPLITUDES}
 CONFIG_RANGES = {**{name: dict(low=1) for name in ("image_size", "patch_size", "in_chans", "num_classes", "dim",
                                                     "layers", "heads", "ssog_heads", "atoms")},
                  "ssog_init_spread": dict(low=0), "mlp_ratio": dict(low=0, low_open=True),
@@ -71,6 +72,8 @@ class ViTConfig:
                token to spread. None (the default) resolves to half the build grid's side (image_size /
                patch_size / 2), so the atoms start covering the whole grid: training moves an atom only a few
                tokens (docs/DESIGN.md §3).
+    ssog_init_amplitudes  "centre-surround" (amplitudes +1, −1, +1, … from the narrowest atom: every head starts as a
+               difference of Gaussians) or "blur" (1/M each: a low-pass filter). See SSoGMixer.
     The defaults of these fields and of TrainConfig were chosen on validation splits and are checked on test
     splits of several data sets in docs/results/defaults.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
@@ -88,6 +91,7 @@ class ViTConfig:
     ssog_heads: int | None = None
     atoms: int = 4
     ssog_init_spread: float | None = None
+    ssog_init_amplitudes: str = "centre-surround"
     mlp_ratio: float = 4.0
     depth: str = "discrete"
     mixer: str = "sdpa"
@@ -136,7 +140,7 @@ def make_mixer(config: ViTConfig) -> nn.Module:
     """The token mixer named by config.mixer, forward(x (B, N, C), grid) -> (B, N, C)."""
     if config.mixer in ("ssog", "ssog-steered"):
         return SSoGMixer(config.dim, config.ssog_heads, atoms=config.atoms, steered=config.mixer == "ssog-steered",
-                         init_spread=config.ssog_init_spread)
+                         init_spread=config.ssog_init_spread, init_amplitudes=config.ssog_init_amplitudes)
     if config.mixer == "axial":
         return AxialSDPAMixer(config.dim, config.heads)
     return SDPAMixer(config.dim, config.heads, backend="math" if config.mixer == "sdpa-math" else "auto")

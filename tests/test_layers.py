@@ -170,7 +170,7 @@ def test_steered_mixer_starts_as_fixed_twin_and_then_steers():
 ])
 def test_atoms_start_at_several_scales_within_the_spread(spread, atoms, expected):
     torch.manual_seed(0)
-    mixer = SSoGMixer(32, 64, atoms=atoms, init_spread=spread)
+    mixer = SSoGMixer(64, 64, atoms=atoms, init_spread=spread)
     widths = mixer.log_sigma.detach().exp()  # (heads, M, 2)
     torch.testing.assert_close(widths, torch.tensor(expected)[None, :, None].expand_as(widths))
     offsets = mixer.mu.detach()  # (heads, M, 2): uniform in ±spread, so they reach out to near both ends
@@ -181,6 +181,22 @@ def test_atoms_start_at_several_scales_within_the_spread(spread, atoms, expected
 def test_init_spread_must_be_finite_and_not_negative(spread):
     with pytest.raises(ValueError, match="init_spread"):
         SSoGMixer(32, 4, init_spread=spread)
+
+
+def test_amplitudes_start_as_centre_surround_or_as_a_blur():
+    """Centre-surround: +1, −1, … from the narrowest atom, so each head's kernel along a line of constant input
+    sums to 0 for an even atom count (it passes no uniform field); blur: 1/M each, a kernel summing to 1."""
+    line = torch.ones(1, 1, 9, 1)  # (B, heads, N, d): a uniform field on a 3×3 grid
+    for kind, atoms, total in (("centre-surround", 4, 0.0), ("centre-surround", 3, 1.0), ("blur", 4, 1.0)):
+        mixer = SSoGMixer(8, 2, atoms=atoms, init_spread=0.0, init_amplitudes=kind)
+        amp = mixer.amp.detach()  # (heads, M)
+        expected = (-1.0) ** torch.arange(atoms) if kind == "centre-surround" else torch.full((atoms,), 1 / atoms)
+        assert torch.equal(amp, expected.expand_as(amp))
+        mu, sigma, _ = mixer.atom_parameters()
+        out = ops.ssog(line, mu[:1].detach(), sigma[:1].detach(), amp[:1], (3, 3))  # offsets 0: no mass leaves
+        torch.testing.assert_close(out, torch.full_like(out, total))
+    with pytest.raises(ValueError, match="init_amplitudes"):
+        SSoGMixer(8, 2, init_amplitudes="gabor")
 
 
 def test_vit_config_starts_the_atoms_over_half_its_grid():

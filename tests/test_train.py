@@ -22,10 +22,12 @@ CHECKPOINTS = ROOT / "data" / "checkpoints"
 # change), with the test set each is scored on and the accuracy it must keep.
 SHIPPED_MODELS = {
     "digits": (CHECKPOINTS / "nano_ssog_steered_mnist5k.pt",
-               dict(in_chans=1, num_classes=10, ssog_heads=8, ssog_init_spread=2.0),
+               dict(in_chans=1, num_classes=10, ssog_heads=8, ssog_init_spread=2.0,
+                    ssog_init_amplitudes="blur"),
                lambda: data.mnist5k("test"), 0.95),
     "clothing": (CHECKPOINTS / "nano_ssog_steered_fashion.pt",
-                 dict(in_chans=1, num_classes=10, ssog_heads=2, image_size=28, patch_size=4, ssog_init_spread=2.0),
+                 dict(in_chans=1, num_classes=10, ssog_heads=2, image_size=28, patch_size=4, ssog_init_spread=2.0,
+                      ssog_init_amplitudes="blur"),
                  lambda: data.fashion_mnist("test"), 0.90),
 }
 

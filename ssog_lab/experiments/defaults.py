@@ -68,7 +68,8 @@ VARIANTS = {
     "lr 2e-3": (MIXERS, {}, dict(lr=2e-3)),
     "atom lr ×1": (("ssog",), {}, dict(atom_lr_scale=1.0)),
     "local init (±2 tokens)": (("ssog",), dict(ssog_init_spread=2.0), {}),
-    "old (local init, atom lr ×1, lr 2e-3)": (("ssog",), dict(ssog_init_spread=2.0),
+    "blur amplitudes (1/M each)": (("ssog", "ssog-steered"), dict(ssog_init_amplitudes="blur"), {}),
+    "old (local blur, atom lr ×1, lr 2e-3)": (("ssog",), dict(ssog_init_spread=2.0, ssog_init_amplitudes="blur"),
                                               dict(atom_lr_scale=1.0, lr=2e-3)),
 }
 # Acceptance: mean test accuracy over seeds against SDPA's, in points, per data set and grid.
