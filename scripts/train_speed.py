@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 python scripts/train_speed.py                       # the three cases, library defaults
     OMP_NUM_THREADS=1 python scripts/train_speed.py --case nano7 --set atoms=8 --profile
+    OMP_NUM_THREADS=1 python scripts/train_speed.py --out docs/results/train_speed_cpu.md  # the results file
 
 A training step is `ssog_lab.bench.measure.train_step` (forward, cross-entropy, backward, AdamW step). Every model
 of a case is built and warmed up first; then each round times one step of every mixer, in a rotated order, so
@@ -17,13 +18,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import shlex
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from ssog_lab.bench.measure import train_step
+from ssog_lab.bench.measure import git_commit, machine, train_step
 from ssog_lab.models import MIXERS, build_model
+from ssog_lab.train.atomic import atomic_write
 
 # name: (preset, ViTConfig overrides, batch); the nano cases are the sweep's 28² grey images at 7×7 and 14×14 tokens.
 CASES = {
@@ -45,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per mixer")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table per mixer")
+    parser.add_argument("--out", type=Path, help="also write the table, the command and the host to this markdown "
+                        "file (refused if it exists, unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="let --out replace an existing file")
     return parser
 
 
@@ -95,14 +103,33 @@ def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, war
 
 def main() -> None:
     args = _parser().parse_args()
+    if args.out and args.out.exists() and not args.overwrite:
+        sys.exit(f"--out {args.out} exists: pass --overwrite to replace it")
     torch.set_num_threads(args.threads)
     ssog_overrides = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.set)}
     rows = []
     for case in args.case:  # the table after all cases: --profile prints while measuring
         rows += measure(case, args.mixer, ssog_overrides, args.rounds, args.warmup, args.profile)
-    print(f"\n| case | mixer | ms / step | images/s | speed ÷ {args.mixer[0]} |\n|---|---|---:|---:|---:|")
-    for row in rows:
-        print(f"| {row['case']} | {row['mixer']} | {row['ms']:.1f} | {row['images_per_s']:.1f} | {row['speed']:.2f} |")
+    table = "\n".join([f"| case | mixer | ms / step | images/s | speed ÷ {args.mixer[0]} |", "|---|---|---:|---:|---:|",
+                       *(f"| {r['case']} | {r['mixer']} | {r['ms']:.1f} | {r['images_per_s']:.1f} | {r['speed']:.2f} |"
+                         for r in rows)])
+    print("\n" + table)
+    if args.out:
+        host = machine()
+        cases = "; ".join(f"{name}: {CASES[name][0]}, {CASES[name][1] or 'defaults'}, batch {CASES[name][2]}"
+                          for name in args.case)
+        atomic_write(args.out, "\n".join([
+            "# Training step against SDPA, side by side (CPU)", "",
+            f"Made by `OMP_NUM_THREADS={args.threads} python scripts/train_speed.py "
+            f"{shlex.join(sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+            f"commit `{git_commit()}`.",
+            f"Host: {host['cpu_model']} ({host['cpu_flags'] or 'no AVX-512/AMX'}), {host['threads']} thread(s).", "",
+            "One training step = forward, cross-entropy, backward and an AdamW step (`bench.measure.train_step`), "
+            f"at the library's defaults{' with ' + ' '.join(args.set) + ' for SSoG' if args.set else ''}. "
+            f"Every model is warmed up ({args.warmup} steps), then {args.rounds} rounds each time one step of every "
+            "mixer in a rotated order, in CPU time. Speed is the median of the per-round ratios (≥ 1: faster "
+            f"than {args.mixer[0]}); ms and images/s are medians.", "",
+            f"Cases: {cases}.", "", table, ""]))
 
 
 if __name__ == "__main__":
