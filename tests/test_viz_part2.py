@@ -337,10 +337,11 @@ def test_initial_twin_and_atom_change_compare_against_the_untrained_model():
     assert all(r["mu_moved_max"] == 0.0 for r in viz.atom_change(model, twin))
     with torch.no_grad():
         viz.ssog_mixers(model)[1].mu[0, 2, 1] += 0.75
-        viz.ssog_mixers(model)[1].amp[1, 0] = -0.1
+        viz.ssog_mixers(model)[1].amp[1, 0] = -0.1  # the narrowest atom starts at +1 (centre-surround: +1, -1, ...)
     rows = viz.atom_change(model, twin)
     assert rows[1]["mu_moved_max"] == pytest.approx(0.75) and rows[0]["mu_moved_max"] == 0.0
-    assert rows[1]["negative"] == 1 and rows[1]["total"] == 8 and rows[1]["amp_init"] == (0.25, 0.25)
+    assert rows[0]["negative"] == 4 and rows[1]["negative"] == 5 and rows[1]["total"] == 8
+    assert rows[1]["amp_init"] == (-1.0, 1.0) and rows[1]["amp_learned"] == (-1.0, 1.0)
     figure = viz.atom_change_figure(model, twin)
     offsets = np.concatenate([t.y for t in figure.data if t.xaxis == "x" and t.mode == "markers"])
     starts = np.concatenate([t.x for t in figure.data if t.xaxis == "x" and t.mode == "markers"])
