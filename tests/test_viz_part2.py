@@ -406,8 +406,10 @@ def test_claims_markdown_lists_the_largest_compared_resolution():
 def test_stored_sources_name_each_host_by_what_its_csv_records(tmp_path):
     from ssog_lab import bench
 
-    for folder, cpu in (("scaling_cpu", "Intel(R) Xeon(R) Processor"), ("scaling_cpu_amd", "AMD EPYC")):
+    for folder, cpu in (("scaling_cpu_amd", "AMD EPYC"), ("scaling_cpu", "Intel(R) Xeon(R) Processor"),
+                        ("scaling_cpu/repeat", "Intel(R) Xeon(R) Processor")):  # a repeat run is not another host
         bench.write_csv([dict(r, cpu_model=cpu) for r in bench_rows()], tmp_path / folder / "bench.csv")
+    assert viz.cpu_result_folders(tmp_path) == ["scaling_cpu", "scaling_cpu_amd"]
     gpu = [dict(r, device="cuda (NVIDIA H200)", cpu_model="AMD EPYC") for r in bench_rows()]
     bench.write_csv(gpu, tmp_path / "gpu" / "h200" / "bench.csv")
     sources = viz.stored_sources(tmp_path)

@@ -29,9 +29,9 @@ from torch import Tensor
 #     N · (B·d + DENSE_BUILD_COLUMNS) ≤ DENSE_FLOP_RATIO · M·(H+W) · B·d   and   N ≤ DENSE_MAX_TOKENS,
 # DENSE_BUILD_COLUMNS being the batch columns whose GEMM costs as much as building the kernel, DENSE_FLOP_RATIO the
 # per-FLOP speed of the dense GEMM over the thin ones, and DENSE_MAX_TOKENS a bound on the kernel's memory
-# (heads·N² numbers, and as many for its gradient). Both constants were fitted on forward + backward times at
-# 7×7 and 14×14 tokens, 8-24 heads × 4-8 features, M = 4 and 8, B = 1-128, one thread, on the 2-core AMD EPYC
-# host; `python -m ssog_lab bench --operator --batch B --heads 24 --head-dim 8 --grid-sizes 7 14` re-measures.
+# (heads·N² numbers, and as many for its gradient). The constants were fitted on forward + backward times at
+# 7×7 and 14×14 tokens, 8-24 heads × 4-8 features, M = 4 and 8, B = 1-128, one thread; nano's training shape is
+# timed in docs/results/operator_cpu/fixed_dense_b128_heads8_dim8 (`operator_cpu.md` gives the command).
 # A prepared operator (`prepare_fixed`, the SSoGMixer's no-grad cache) is built once for many calls, so only
 # applying it counts: the kernel for N ≤ DENSE_MAX_TOKENS_PREPARED (timed as `apply_fixed(v, op)` with
 # `op = prepare_fixed(mu, sigma, amp, grid, dense=True/False)` built before the timing loop).
@@ -40,9 +40,8 @@ DENSE_BUILD_COLUMNS = 96
 DENSE_FLOP_RATIO = 3
 DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
-# smaller grids: forward + backward at B=64, 8 heads × 8, M=4, one thread, dense vs separable ms:
-# 4×4 15.6 / 21.4, 5×5 25.6 / 32.1, 6×6 42.3 / 40.1, 8×8 121.9 / 90.3 (docs/results/operator_cpu_fbb74da.md:
-# AMD EPYC, the code of fbb74da, before the tails were cut to zeros; not re-measured since).
+# smaller grids: forward + backward, dense against separable, crosses between 5×5 and 6×6 tokens
+# (docs/results/operator_cpu/steered_dense_b64_heads8_dim8: B = 64, 8 heads × 8, M = 4, one thread).
 DENSE_MAX_TOKENS_STEERED = 25
 
 # The tails of every Gaussian are cut to exact zeros, never left as subnormal floats (which slow CPU matrix

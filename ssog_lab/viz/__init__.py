@@ -92,7 +92,15 @@ from .lipschitz import (
     two_atom_head,
 )
 from .render import FigureBox, figure_bundle, use_static_renderer
-from .scaling import PAPER_CLAIMS, claim_summary, claims_markdown, host_label, scaling_widget, stored_sources
+from .scaling import (
+    PAPER_CLAIMS,
+    claim_summary,
+    claims_markdown,
+    cpu_result_folders,
+    host_label,
+    scaling_widget,
+    stored_sources,
+)
 from .training import (
     TrainingMonitor,
     digits_figure,
@@ -122,6 +130,7 @@ __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initia
             "ode_nfe_markdown", "stored_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
-__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "host_label", "scaling_widget", "stored_sources"]
+__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "cpu_result_folders", "host_label", "scaling_widget",
+            "stored_sources"]
 
 use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

@@ -37,8 +37,10 @@ VIEWS = {
 }
 
 
-# The committed CPU runs of the same sweep, one folder per host (docs/results/): read in this order.
-CPU_RESULTS = ("scaling_cpu", "scaling_cpu_amd")
+def cpu_result_folders(results_dir: Path) -> list[str]:
+    """The committed CPU runs of the scaling sweep, one folder per host (`scaling_cpu`, `scaling_cpu_<host>` under
+    docs/results/, each with its bench.csv), sorted by name; a run's repeat inside its folder is not a host."""
+    return sorted(p.parent.name for p in Path(results_dir).glob("scaling_cpu*/bench.csv"))
 
 
 def host_label(rows: list[dict]) -> str:
@@ -50,10 +52,10 @@ def host_label(rows: list[dict]) -> str:
 
 
 def committed_runs(results_dir: Path) -> list[tuple[str, list[dict]]]:
-    """(path from the repository root, rows) of the committed benchmark runs: the GPU runs, then each CPU host of
-    CPU_RESULTS (superseded runs left out)."""
-    files = sorted(results_dir.glob("gpu/**/bench.csv")) + [results_dir / f / "bench.csv" for f in CPU_RESULTS]
-    files = [f for f in files if f.is_file()]
+    """(path from the repository root, rows) of the committed benchmark runs: the GPU runs, then each CPU host
+    (`cpu_result_folders`)."""
+    files = sorted(results_dir.glob("gpu/**/bench.csv"))
+    files += [results_dir / f / "bench.csv" for f in cpu_result_folders(results_dir)]
     return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
 
 
@@ -71,11 +73,12 @@ def stored_ratios(files: list[tuple[str, list[dict]]], mixer: str, depth: str, k
     return found
 
 
-def stored_sources(results_dir: str | Path, folders: tuple[str, ...] = CPU_RESULTS) -> dict[str, list[dict]]:
+def stored_sources(results_dir: str | Path, folders: tuple[str, ...] | None = None) -> dict[str, list[dict]]:
     """The committed benchmark runs, name -> rows: each of `folders` under `results_dir` that holds a bench.csv
-    (the CPU hosts), then every docs/results/gpu/**/bench.csv. A name is the host the rows record
-    (`host_label`) and the folder, e.g. "Intel(R) Xeon(R) Processor (stored, scaling_cpu)"."""
+    (default: the CPU hosts, `cpu_result_folders`), then every docs/results/gpu/**/bench.csv. A name is the host
+    the rows record (`host_label`) and the folder, e.g. "Intel(R) Xeon(R) Processor (stored, scaling_cpu)"."""
     results_dir = Path(results_dir)
+    folders = cpu_result_folders(results_dir) if folders is None else folders
     files = [results_dir / f / "bench.csv" for f in folders] + sorted(results_dir.glob("gpu/**/bench.csv"))
     sources = {}
     for path in files:
