@@ -21,12 +21,9 @@ model and training configs as JSON); the markdown gives mean ± std over seeds, 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import itertools
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -42,6 +39,7 @@ from ..bench.report import markdown_table
 from ..models import build_model
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
+from . import _jobs
 
 MIXERS = ("sdpa", "ssog", "ssog-steered")
 GRIDS = (7, 14)  # tokens per side: 28² images with patch 4 and 2
@@ -187,34 +185,24 @@ COLUMNS = ("dataset", "grid", "mixer", "seed", "variant", "test_accuracy", "trai
            "time_s", "cpu_model", "cpu_flags", "threads", "commit", "model_config", "train_config")
 
 
+NUMBERS = dict(grid=int, seed=int, threads=int, test_accuracy=float, train_images_per_s=float,
+               infer_images_per_s=float, time_s=float)
+
+
 def read_rows(path: Path = CSV_PATH) -> list[dict]:
     """The finished runs; numbers parsed, configs left as JSON strings."""
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        row["grid"], row["seed"], row["threads"] = int(row["grid"]), int(row["seed"]), int(row["threads"])
-        for key in ("test_accuracy", "train_images_per_s", "infer_images_per_s", "time_s"):
-            row[key] = float(row[key])
-    return rows
+    return _jobs.read_csv(path, NUMBERS)
 
 
 def write_rows(rows: list[dict], path: Path = CSV_PATH) -> None:
-    """All rows, sorted by run, written atomically (a kill never leaves half a file)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(sorted(rows, key=lambda r: (r["dataset"], r["grid"], r["mixer"], r["seed"], r["variant"])))
-    atomic_write(path, buffer.getvalue())
+    """All rows, sorted by run, written atomically."""
+    _jobs.write_csv(rows, path, COLUMNS, lambda r: (r["dataset"], r["grid"], r["mixer"], r["seed"], r["variant"]))
 
 
 def _child(run: Run) -> subprocess.Popen:
     """One run in a single-thread child process that prints its row as JSON on its last line."""
-    argv = [sys.executable, "-m", "ssog_lab.experiments.defaults", "one", run.dataset, str(run.grid), run.mixer,
-            str(run.seed), "--variant", run.variant, *(["--validation"] if run.validation else [])]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+    return _jobs.start_child(["ssog_lab.experiments.defaults", "one", run.dataset, str(run.grid), run.mixer,
+                              str(run.seed), "--variant", run.variant, *(["--validation"] if run.validation else [])])
 
 
 def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
@@ -223,37 +211,14 @@ def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
     rows = read_rows(path)
     done = {(r["dataset"], r["grid"], r["mixer"], r["seed"], r["variant"]) for r in rows}
     pending = [run for run in runs if run.key not in done]
-    running: dict[subprocess.Popen, Run] = {}
-    failures = 0
-    _log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
-    while pending or running:
-        while pending and len(running) < jobs:
-            run = pending.pop(0)
-            running[_child(run)] = run
-            _log(f"start {run}")
-        process = _wait_any(running)
-        run = running.pop(process)
-        out = process.stdout.read().strip().splitlines()
-        if process.returncode == 0 and out:
-            rows.append(json.loads(out[-1]))
-            write_rows(rows, path)
-            _log(f"done  {run}: {rows[-1]['test_accuracy']:.4f} in {rows[-1]['time_s']:.0f} s")
-        else:
-            failures += 1
-            _log(f"FAILED {run} (exit {process.returncode})")
-    return failures
+    _jobs.log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
 
+    def finished(run: Run, row: dict) -> None:
+        rows.append(row)
+        write_rows(rows, path)
+        _jobs.log(f"done  {run}: {row['test_accuracy']:.4f} in {row['time_s']:.0f} s")
 
-def _wait_any(running: dict[subprocess.Popen, Run]) -> subprocess.Popen:
-    while True:
-        for process in running:
-            if process.poll() is not None:
-                return process
-        time.sleep(1.0)
-
-
-def _log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+    return _jobs.run_children(pending, jobs, lambda run: _child(run), finished)  # _child looked up per run
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:

@@ -1,0 +1,262 @@
+"""Which training solver makes a continuous-depth ViT a solution of its ODE: each mixer trained through a few
+fixed-grid solvers, then solved again, much more finely, with the same trained weights.
+
+A model is a *solution* of its ODE when the answer does not depend on the solver: its test accuracy under the
+training solver and under a much finer one differ by at most CRITERION_POINTS, with the final features close (their
+relative distance is reported). The finer solvers are RK4 with 4× the training steps and dopri5 at rtol = atol =
+FINE_RTOL. Each run is the defaults table's recipe (`experiments.defaults`: nano, 28² Fashion-MNIST subset, 7×7
+tokens, `TrainConfig(epochs=EPOCHS)`, everything else at the library's defaults) with `depth="ode"` and the
+training solver's fields:
+
+    python -m ssog_lab.experiments.ode_solutions run --jobs 2   # resumable: docs/results/ode_solutions.{csv,md}
+    python -m ssog_lab.experiments.ode_solutions report         # the markdown again from the CSV
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..bench.measure import git_commit, machine
+from ..bench.report import markdown_table
+from ..models import build_model
+from ..train import TrainConfig, fit
+from ..train.atomic import atomic_write
+from . import _jobs
+from .defaults import DATASETS, EPOCHS, IMAGE_SIZE, MIXERS, inference_rate, load
+
+DATASET, GRID = "fashion", 7
+SEEDS = (0, 1, 2)
+# name: ViTConfig fields of the training solver. nano has 4 layers, so T = 4: one RK4 step over [0, 4] costs
+# 4 evaluations of f, as the discrete model's 4 blocks do (a residual network with RK4's wiring).
+SOLVERS = {
+    "rk4, 1 step": dict(ode_method="rk4", ode_step_size=4.0),
+    "rk4, 2 steps": dict(ode_method="rk4", ode_step_size=2.0),
+    "rk4, 4 steps": dict(ode_method="rk4", ode_step_size=1.0),
+}
+FINE_RTOL = 1e-6  # dopri5's rtol = atol for the reference solve
+NFE_RTOLS = (1e-3, 1e-6)
+CRITERION_POINTS = 0.5  # largest accuracy change under a finer solver for a model to count as a solution
+EVAL_BATCH = 500
+CSV_PATH = Path("docs/results/ode_solutions.csv")
+REPORT_PATH = Path("docs/results/ode_solutions.md")
+
+
+@dataclass(frozen=True)
+class Run:
+    mixer: str
+    solver: str
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.mixer, self.solver, self.seed)
+
+
+def plan(mixers=MIXERS, solvers=tuple(SOLVERS), seeds=SEEDS) -> list[Run]:
+    """Every run, seed-major (every cell's seed 0 first)."""
+    return [Run(m, v, s) for s, v, m in itertools.product(seeds, solvers, mixers)]
+
+
+def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
+    """The defaults table's nano model at 7×7 tokens with depth "ode" and the run's training solver."""
+    if run.solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {run.solver!r}")
+    torch.manual_seed(run.seed)
+    model = build_model("nano", depth="ode", mixer=run.mixer, in_chans=1, num_classes=10, image_size=IMAGE_SIZE,
+                        patch_size=IMAGE_SIZE // GRID, **SOLVERS[run.solver])
+    return model, TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
+
+
+def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, **solver) -> dict:
+    """The model's final ODE state and accuracy under `solver` (ViTConfig fields), in batches of EVAL_BATCH:
+    {"features" (B, N, C), "accuracy" (fraction), "nfe" (mean f evaluations per batch), "seconds"}."""
+    trained = model.config
+    model.config = dataclasses.replace(trained, **solver)
+    features, correct, nfe = [], 0, []
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            for chunk, truth in zip(images.split(EVAL_BATCH), labels.split(EVAL_BATCH), strict=True):
+                x = model.states(chunk, torch.tensor([0.0, trained.end_time]))[-1]  # (b, N, C) at t = T
+                logits = model.head(model.norm(x).mean(dim=1))  # (b, classes)
+                features.append(x)
+                correct += (logits.argmax(-1) == truth).sum().item()
+                nfe.append(model.nfe)
+    finally:
+        model.config = trained
+    return dict(features=torch.cat(features), accuracy=correct / len(labels), nfe=statistics.mean(nfe),
+                seconds=time.perf_counter() - start)
+
+
+def relative_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Median over images of ‖a − b‖ / ‖b‖, each image's (N, C) features as one vector."""
+    a, b = a.flatten(1), b.flatten(1)  # (B, N·C)
+    return (a - b).norm(dim=1).div(b.norm(dim=1)).median().item()
+
+
+def run_one(run: Run) -> dict:
+    """Train one model, then solve it again with the finer solvers; the CSV row."""
+    train, test = load(DATASET)
+    model, recipe = model_and_recipe(run)
+    started = time.perf_counter()
+    history = fit(model, train, test, recipe)
+    train_s = time.perf_counter() - started
+    model.eval()
+    images = torch.stack([test[i][0] for i in range(len(test))])  # (2000, 1, 28, 28)
+    labels = torch.tensor([int(test[i][1]) for i in range(len(test))])
+    own = solve_all(model, images, labels)
+    fine_step = SOLVERS[run.solver]["ode_step_size"] / 4
+    rk4_fine = solve_all(model, images, labels, ode_method="rk4", ode_step_size=fine_step)
+    dopri = {rtol: solve_all(model, images, labels, ode_method="dopri5", ode_solver="torchdiffeq",
+                             ode_rtol=rtol, ode_atol=rtol) for rtol in NFE_RTOLS}
+    fine = dopri[FINE_RTOL]
+    host = machine()
+    epochs = [r for r in history if r["kind"] == "epoch"]
+    return dict(mixer=run.mixer, solver=run.solver, seed=run.seed,
+                accuracy=own["accuracy"], accuracy_rk4_fine=rk4_fine["accuracy"], accuracy_dopri5=fine["accuracy"],
+                distance_rk4_fine=relative_distance(own["features"], rk4_fine["features"]),
+                distance_dopri5=relative_distance(own["features"], fine["features"]),
+                nfe_train=own["nfe"], **{f"nfe_dopri5_{rtol:g}": dopri[rtol]["nfe"] for rtol in NFE_RTOLS},
+                train_images_per_s=statistics.mean(r["images_per_s"] for r in epochs),
+                infer_images_per_s=inference_rate(model, images[:256]), train_s=train_s,
+                cpu_model=host["cpu_model"], cpu_flags=host["cpu_flags"], threads=host["threads"],
+                commit=git_commit(), model_config=json.dumps(dataclasses.asdict(model.config), sort_keys=True),
+                train_config=json.dumps(dataclasses.asdict(recipe), sort_keys=True))
+
+
+NUMBERS = dict(seed=int, threads=int, accuracy=float, accuracy_rk4_fine=float, accuracy_dopri5=float,
+               distance_rk4_fine=float, distance_dopri5=float, nfe_train=float,
+               **{f"nfe_dopri5_{rtol:g}": float for rtol in NFE_RTOLS},
+               train_images_per_s=float, infer_images_per_s=float, train_s=float)
+COLUMNS = ("mixer", "solver", "seed", *list(NUMBERS)[3:], "cpu_model", "cpu_flags", "threads", "commit",
+           "model_config", "train_config")
+
+
+def read_rows(path: Path = CSV_PATH) -> list[dict]:
+    return _jobs.read_csv(path, NUMBERS)
+
+
+def _child(run: Run) -> subprocess.Popen:
+    return _jobs.start_child(["ssog_lab.experiments.ode_solutions", "one", run.mixer, run.solver, str(run.seed)])
+
+
+def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
+    """Run what the CSV lacks, `jobs` single-thread processes at once, writing each row as it finishes; the
+    number of failed runs (retried on the next call)."""
+    rows = read_rows(path)
+    done = {(r["mixer"], r["solver"], r["seed"]) for r in rows}
+    pending = [run for run in runs if run.key not in done]
+    _jobs.log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
+
+    def finished(run: Run, row: dict) -> None:
+        rows.append(row)
+        order = lambda r: (MIXERS.index(r["mixer"]), list(SOLVERS).index(r["solver"]), r["seed"])  # noqa: E731
+        _jobs.write_csv(rows, path, COLUMNS, order)
+        _jobs.log(f"done  {run}: {row['accuracy']:.4f} → dopri5 {row['accuracy_dopri5']:.4f} in "
+                  f"{row['train_s']:.0f} s")
+
+    return _jobs.run_children(pending, jobs, lambda run: _child(run), finished)  # _child looked up per run
+
+
+def cells(rows: list[dict]) -> list[dict]:
+    """One dict per (mixer, solver): means and stds over seeds, the largest accuracy change under a finer
+    solver (points, over seeds and both finer solvers) and whether every seed meets the criterion."""
+    out = []
+    for mixer, solver in itertools.product(MIXERS, SOLVERS):
+        mine = [r for r in rows if (r["mixer"], r["solver"]) == (mixer, solver)]
+        if not mine:
+            continue
+        mean = lambda key, scale=1.0: statistics.mean(scale * r[key] for r in mine)  # noqa: E731
+        shifts = [100 * abs(r[k] - r["accuracy"]) for r in mine for k in ("accuracy_rk4_fine", "accuracy_dopri5")]
+        accuracy = [100 * r["accuracy"] for r in mine]
+        out.append(dict(mixer=mixer, solver=solver, n=len(mine), accuracy=statistics.mean(accuracy),
+                        std=statistics.stdev(accuracy) if len(mine) > 1 else 0.0,
+                        rk4_fine=mean("accuracy_rk4_fine", 100), dopri5=mean("accuracy_dopri5", 100),
+                        worst_shift=max(shifts), solution=max(shifts) <= CRITERION_POINTS,
+                        distance=max(r["distance_dopri5"] for r in mine), nfe_train=mean("nfe_train"),
+                        **{f"nfe_{rtol:g}": mean(f"nfe_dopri5_{rtol:g}") for rtol in NFE_RTOLS},
+                        train=mean("train_images_per_s"), infer=mean("infer_images_per_s")))
+    return out
+
+
+def report(rows: list[dict]) -> str:
+    """docs/results/ode_solutions.md: the command, the host, the table and which training solver is the
+    cheapest that gives solutions, per mixer."""
+    table = markdown_table(cells(rows), {
+        "mixer": "mixer", "training solver": "solver", "seeds": "n",
+        "test % (training solver)": lambda c: f"{c['accuracy']:.1f} ± {c['std']:.1f}",
+        "RK4, 4× the steps": lambda c: f"{c['rk4_fine']:.1f}",
+        f"dopri5 {FINE_RTOL:g}": lambda c: f"{c['dopri5']:.1f}",
+        "largest change (points)": lambda c: f"{c['worst_shift']:.1f} {'✓' if c['solution'] else '✗'}",
+        "feature distance to dopri5 (max)": lambda c: f"{c['distance']:.1e}",
+        "NFE training": lambda c: f"{c['nfe_train']:.0f}",
+        **{f"dopri5 NFE {rtol:g}": (lambda c, r=rtol: f"{c[f'nfe_{r:g}']:.0f}") for rtol in NFE_RTOLS},
+        "train img/s": lambda c: f"{c['train']:.0f}", "inference img/s": lambda c: f"{c['infer']:.0f}"},
+        align="lllrrrrrrrrrr")
+    cheapest = []
+    for mixer in MIXERS:
+        ok = [c["solver"] for c in cells(rows) if c["mixer"] == mixer and c["solution"]]
+        if any(c["mixer"] == mixer for c in cells(rows)):
+            cheapest.append(f"- **{mixer}**: " + (f"cheapest training solver whose models are solutions: {ok[0]}"
+                                                  if ok else "no training solver tried gives solutions"))
+    hosts = sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread" for r in rows})
+    _, n_train, n_test = DATASETS[DATASET]
+    return "\n".join([
+        "# Continuous depth: which training solver gives models that are solutions of their ODE",
+        "",
+        "Made by `python -m ssog_lab.experiments.ode_solutions run --jobs 2` (two single-thread runs at a time, "
+        "one per core; resumable).",
+        f"Host: {'; '.join(hosts)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
+        "",
+        f"Nano ViT, `depth=\"ode\"` (T = 4), {GRID}×{GRID} tokens, the Fashion-MNIST subset of the defaults table "
+        f"({n_train} training / {n_test} test images), {EPOCHS} epochs, everything else at the library's defaults. "
+        "Each model is trained through the solver in its row, then its test images are solved again with the same "
+        f"weights by RK4 with 4× the steps and by dopri5 (torchdiffeq) at rtol = atol = {FINE_RTOL:g}. A model "
+        f"is a solution when neither changes its test accuracy by more than {CRITERION_POINTS} points (✓: every "
+        "seed); the feature distance is the median over images of ‖x_train(T) − x_dopri5(T)‖ / ‖x_dopri5(T)‖, "
+        "the largest over seeds. NFE: evaluations of f per solve of a batch of 500 images. Speeds are measured "
+        "inside the runs, beside the other run on the second core: read them as rough ratios.",
+        "",
+        table,
+        "",
+        *cheapest,
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ssog_lab.experiments.ode_solutions",
+                                     description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run what the CSV lacks, then write the report")
+    run.add_argument("--jobs", type=int, default=2, help="single-thread processes at once (one per core)")
+    run.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    sub.add_parser("report", help="write the markdown from the CSV")
+    one = sub.add_parser("one", help="one run in this process; prints its CSV row as JSON")
+    one.add_argument("mixer", choices=MIXERS)
+    one.add_argument("solver", choices=list(SOLVERS))
+    one.add_argument("seed", type=int)
+    args = parser.parse_args(argv)
+    if args.command == "one":
+        torch.set_num_threads(1)
+        print(json.dumps(run_one(Run(args.mixer, args.solver, args.seed))))
+        return 0
+    failures = execute(plan(seeds=args.seeds), args.jobs) if args.command == "run" else 0
+    if rows := read_rows():
+        atomic_write(REPORT_PATH, report(rows))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
