@@ -1,0 +1,60 @@
+"""Which training solver gives ODE solutions (ssog_lab.experiments.ode_solutions): a real tiny run records every
+solve, the finer solvers converge on a closed-form ODE, and the criterion reads every seed and both solvers."""
+
+import pytest
+import torch
+
+from ssog_lab.experiments import defaults, ode_solutions
+
+
+def _tiny(monkeypatch):
+    """Runs on 256 training and 200 test images of the embedded digits, one epoch."""
+    monkeypatch.setattr(ode_solutions, "EPOCHS", 1)
+    monkeypatch.setattr(ode_solutions, "load", lambda name: tuple(
+        defaults._subset(s, n, 0) for s, n in zip(defaults.load("digits"), (256, 200), strict=True)))
+
+
+def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch):
+    _tiny(monkeypatch)
+    run = ode_solutions.Run("ssog", "rk4, 2 steps", 0)
+    row = ode_solutions.run_one(run)
+    model, _ = ode_solutions.model_and_recipe(run)
+    assert model.config.depth == "ode" and model.config.ode_step_size == 2.0 and model.config.end_time == 4
+    assert row["nfe_train"] == 8  # two RK4 steps over [0, 4]
+    assert row["nfe_dopri5_1e-06"] > row["nfe_dopri5_0.001"] > 0
+    assert all(0 <= row[k] <= 1 for k in ("accuracy", "accuracy_rk4_fine", "accuracy_dopri5"))
+    assert 0 <= row["distance_dopri5"] < 1
+
+
+def test_finer_solvers_converge_to_the_solution_of_a_linear_ode():
+    """A model whose branch is x ↦ A x has the solution x(T) = exp(T A) x(0): RK4 with 4× the steps and dopri5 at
+    1e-6 land on it, the one-step solve does not (to its order)."""
+    torch.manual_seed(0)
+    model, _ = ode_solutions.model_and_recipe(ode_solutions.Run("sdpa", "rk4, 1 step", 0))
+    a = 0.3 * torch.randn(model.config.dim, model.config.dim) / model.config.dim ** 0.5
+    model.blocks[0].forward = lambda x, grid: x @ a.T  # (B, N, C) -> (B, N, C)
+    images, labels = torch.randn(3, 1, 28, 28), torch.zeros(3, dtype=torch.long)
+    x0, _ = model.embed(images)
+    exact = x0 @ torch.linalg.matrix_exp(model.config.end_time * a).T  # (B, N, C)
+    one = ode_solutions.solve_all(model, images, labels)
+    fine = ode_solutions.solve_all(model, images, labels, ode_method="rk4", ode_step_size=1.0)
+    dopri = ode_solutions.solve_all(model, images, labels, ode_method="dopri5", ode_rtol=1e-6, ode_atol=1e-6)
+    errors = [ode_solutions.relative_distance(r["features"], exact) for r in (one, fine, dopri)]
+    assert errors[1] < errors[0] / 50 and errors[2] < 1e-5
+    assert (one["nfe"], fine["nfe"]) == (4, 16)
+    assert model.config.ode_method == "rk4" and model.config.ode_step_size == 4.0  # left as it was
+
+
+def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
+    def row(seed, accuracy, rk4_fine, dopri5):
+        numbers = {k: 1.0 for k in ode_solutions.NUMBERS}
+        return {**numbers, "mixer": "ssog", "solver": "rk4, 4 steps", "seed": seed, "accuracy": accuracy,
+                "accuracy_rk4_fine": rk4_fine, "accuracy_dopri5": dopri5, "cpu_model": "x", "cpu_flags": "",
+                "threads": 1, "commit": "c"}
+
+    good = [row(0, 0.80, 0.802, 0.799), row(1, 0.81, 0.81, 0.813)]
+    assert ode_solutions.cells(good)[0]["solution"]
+    bad = good + [row(2, 0.80, 0.80, 0.79)]  # one seed, one solver: 1 point
+    cell = ode_solutions.cells(bad)[0]
+    assert not cell["solution"] and cell["worst_shift"] == pytest.approx(1.0)
+    assert "no training solver tried gives solutions" in ode_solutions.report(bad)
