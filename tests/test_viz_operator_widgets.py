@@ -1,4 +1,4 @@
-"""Widgets of notebooks 00–03 and the appendix 08: each builds, `update(...)` changes the figure's data and readout,
+"""Widgets of the operator notebooks (00–03 and the appendix 08): each builds, `update(...)` changes the figure's data and readout,
 and the exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
 
 import math

@@ -1,4 +1,4 @@
-"""Widgets of notebooks 04–07: each builds, its `update(...)` (or `log(...)`) changes the figure's data and
+"""Widgets of the model notebooks (04–07): each builds, its `update(...)` (or `log(...)`) changes the figure's data and
 readout, and the numbers it shows agree with the definitions they visualize."""
 
 import json
