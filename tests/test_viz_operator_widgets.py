@@ -1,5 +1,6 @@
-"""Widgets of the operator notebooks (00–03 and the appendix 08): each builds, `update(...)` changes the figure's data and readout,
-and the exercise checks accept the right answer, reject wrong ones and treat None as "not answered yet"."""
+"""Widgets of the operator notebooks (00–03 and the appendix 08): each builds, `update(...)` changes the figure's
+data and readout, and the exercise checks accept the right answer, reject wrong ones and treat None as "not
+answered yet"."""
 
 import math
 from pathlib import Path
