@@ -274,13 +274,3 @@ def parameter_table(presets: tuple[str, ...] = ("tiny", "small", "base"), mixers
         rows += [dict(preset=preset, mixer=m, depth=depth, params=n, saving_vs_sdpa=1 - n / base)
                  for m, n in counts.items()]
     return rows
-
-
-def __getattr__(name: str):
-    """The old names of the `params` command (`main`) and its table (`markdown_table`), which live in
-    ssog_lab/bench/params.py; imported on first use, so the model code imports no command-line code."""
-    if name in ("main", "markdown_table"):
-        from .bench import params
-
-        return params.main if name == "main" else params.params_markdown
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

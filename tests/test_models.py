@@ -138,7 +138,9 @@ def test_parameter_table_saving_is_the_qk_projections():
 
 
 def test_params_command_prints_markdown(capsys):
-    assert models.main(["--presets", "nano", "--mixers", "sdpa", "ssog"]) == 0
+    from ssog_lab.bench import params
+
+    assert params.main(["--presets", "nano", "--mixers", "sdpa", "ssog"]) == 0
     out = capsys.readouterr().out
     assert "| nano | discrete | ssog |" in out and "saving vs sdpa" in out
 

@@ -1,6 +1,9 @@
 """Which training solver gives ODE solutions (ssog_lab.experiments.ode_solutions): a real tiny run records every
 solve, the finer solvers converge on a closed-form ODE, and the criterion reads every seed and both solvers."""
 
+import io
+import json
+
 import pytest
 import torch
 
@@ -14,10 +17,26 @@ def _tiny(monkeypatch):
         defaults._subset(s, n, 0) for s, n in zip(defaults.load("digits"), (256, 200), strict=True)))
 
 
-def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch):
+class _Finished:
+    """A finished child process whose last stdout line is a row made in this process."""
+
+    def __init__(self, row: dict):
+        self.stdout, self.returncode = io.StringIO(json.dumps(row) + "\n"), 0
+
+    def poll(self):
+        return 0
+
+
+def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch, tmp_path):
     _tiny(monkeypatch)
     run = ode_solutions.Run("ssog", "rk4, 2 steps", 0)
     row = ode_solutions.run_one(run)
+    monkeypatch.setattr(ode_solutions, "_child", lambda r: _Finished(row))
+    path = tmp_path / "ode_solutions.csv"
+    assert ode_solutions.execute([run], jobs=1, path=path) == 0
+    assert ode_solutions.read_rows(path) == [row]  # every column written and read back
+    monkeypatch.setattr(ode_solutions, "_child", lambda r: pytest.fail(f"{r} ran again"))
+    assert ode_solutions.execute([run], jobs=1, path=path) == 0
     model, _ = ode_solutions.model_and_recipe(run)
     assert model.config.depth == "ode" and model.config.ode_step_size == 2.0 and model.config.end_time == 4
     assert row["nfe_train"] == 8  # two RK4 steps over [0, 4]

@@ -284,7 +284,6 @@ def test_roofline_counts_compulsory_traffic_and_issue():
     assert est.t_issue == pytest.approx(est.instructions / rf.H200.issue)
     backward = rf.roofline(batch, heads, (h, w), d, m, steered=False, dtype_bytes=s, backward=True)
     assert backward.flops == pytest.approx(2 * est.flops) and backward.bound == "issue"
-    assert tk.roofline is rf.roofline and tk.Roofline is rf.Roofline and tk.H200 is rf.H200  # old names
 
 
 @pytest.mark.parametrize("backward", [False, True])

@@ -149,7 +149,7 @@ def kernel_times(inputs: Inputs, dy: Tensor, grid: tuple[int, int]) -> dict[str,
     v, mu, sigma, amp = inputs
     batch, heads, _, d = v.shape
     row_stage, col_stage = tk.Stage(0, grid), tk.Stage(1, grid)
-    p_col, p_row = th.StageParams.of(col_stage, mu, sigma, None), th.StageParams.of(row_stage, mu, sigma, amp)
+    p_col, p_row = col_stage.params(mu, sigma, None), row_stage.params(mu, sigma, amp)
     v6, dy6 = th.values_6d(v, grid), th.values_6d(dy, grid)  # (B, heads, H, W, 1, d)
     z = v.new_empty(batch, heads, *grid, mu.shape[-2], d)
     y = v.new_empty(batch, heads, *grid, 1, d)

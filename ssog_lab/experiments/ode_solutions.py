@@ -139,8 +139,8 @@ NUMBERS = dict(seed=int, threads=int, accuracy=float, accuracy_rk4_fine=float, a
                distance_rk4_fine=float, distance_dopri5=float, nfe_train=float,
                **{f"nfe_dopri5_{rtol:g}": float for rtol in NFE_RTOLS},
                train_images_per_s=float, infer_images_per_s=float, train_s=float)
-COLUMNS = ("mixer", "solver", "seed", *list(NUMBERS)[3:], "cpu_model", "cpu_flags", "threads", "commit",
-           "model_config", "train_config")
+COLUMNS = ("mixer", "solver", "seed", *(k for k in NUMBERS if k not in ("seed", "threads")), "cpu_model",
+           "cpu_flags", "threads", "commit", "model_config", "train_config")
 
 
 def read_rows(path: Path = CSV_PATH) -> list[dict]:

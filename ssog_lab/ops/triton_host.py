@@ -13,14 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import triton
 from torch import Tensor
-
-if TYPE_CHECKING:
-    from .triton_kernel import Stage
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -69,22 +65,12 @@ _INTERP_BLOCK_I = 16
 
 @dataclass(frozen=True)
 class StageParams:
-    """One stage's parameters as (B|1, heads, H|1, W|1, M) float32 views: fixed ones broadcast with stride 0."""
+    """One stage's parameters as (B|1, heads, H|1, W|1, M) float32 views: fixed ones broadcast with stride 0
+    (made by `triton_kernel.Stage.params`)."""
 
     mu: Tensor
     sigma: Tensor
     amp: Tensor | None  # None: α = 1 (stage 1)
-
-    @staticmethod
-    def of(stage: Stage, mu: Tensor, sigma: Tensor, amp: Tensor | None) -> StageParams:
-        """mu, sigma (heads, M, 2) or (B, heads, N, M, 2); amp (heads, M) or (B, heads, N, M) or None."""
-        height, width = stage.grid
-
-        def view(t: Tensor) -> Tensor:  # (heads, M) → (1, heads, 1, 1, M); (B, heads, N, M) → (B, heads, H, W, M)
-            return t[None, :, None, None, :] if t.dim() == 2 else t.unflatten(2, (height, width))
-
-        mu, sigma = (t.float().contiguous()[..., stage.field] for t in (mu, sigma))  # (…, M): shared strides
-        return StageParams(view(mu), view(sigma), None if amp is None else view(amp.float()))
 
 
 def _dot_precision(x: Tensor) -> str:

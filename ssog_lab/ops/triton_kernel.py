@@ -66,7 +66,6 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .roofline import H200, Peaks, Roofline, roofline  # noqa: F401  (the names this module used to define)
 from .triton_host import INTERPRET, StageParams, _dot_precision, _launch, _tuned, line_blocks, values_6d
 
 # Weights whose base-2 exponent (ℓ − max ℓ)·log2(e) is below this are exactly 0: the same cutoff as the torch
@@ -335,6 +334,17 @@ class Stage:
         line, pos = (row, col) if self.axis == 1 else (col, row)
         return s[0], s[1], line, pos, s[4]
 
+    def params(self, mu: Tensor, sigma: Tensor, amp: Tensor | None) -> StageParams:
+        """This stage's parameters. mu, sigma (heads, M, 2) or (B, heads, N, M, 2); amp (heads, M) or
+        (B, heads, N, M) or None."""
+        height, width = self.grid
+
+        def view(t: Tensor) -> Tensor:  # (heads, M) → (1, heads, 1, 1, M); (B, heads, N, M) → (B, heads, H, W, M)
+            return t[None, :, None, None, :] if t.dim() == 2 else t.unflatten(2, (height, width))
+
+        mu, sigma = (t.float().contiguous()[..., self.field] for t in (mu, sigma))  # (…, M): shared strides
+        return StageParams(view(mu), view(sigma), None if amp is None else view(amp.float()))
+
 
 def stage_forward(stage: Stage, x: Tensor, out: Tensor, params: StageParams, heads: int) -> Tensor:
     """Kernel 1 on one stage: out (B, heads, H, W, M or 1, d) from x (same layout, atom dim 1 = shared by the
@@ -376,7 +386,7 @@ def stage_lse(stage: Stage, mu: Tensor, sigma: Tensor, batch: int = 1) -> Tensor
 
     Runs the forward kernel on a dummy 1-channel input; for teaching (notebook 08) and tests.
     """
-    params = StageParams.of(stage, mu, sigma, None)
+    params = stage.params(mu, sigma, None)
     heads = params.mu.shape[1]
     x = torch.zeros(batch, heads, *stage.grid, 1, 1, device=mu.device)  # (B, heads, H, W, 1, d = 1)
     out = torch.empty(batch, heads, *stage.grid, params.mu.shape[-1], 1, device=mu.device)
@@ -392,8 +402,8 @@ class SSoGFunction(torch.autograd.Function):
         b, heads, n, d = v.shape
         atoms = mu.shape[-2]
         row_stage, col_stage = Stage(0, grid), Stage(1, grid)
-        p_col = StageParams.of(col_stage, mu, sigma, None)
-        p_row = StageParams.of(row_stage, mu, sigma, amp)
+        p_col = col_stage.params(mu, sigma, None)
+        p_row = row_stage.params(mu, sigma, amp)
         v6 = values_6d(v, grid)  # (B, heads, H, W, 1, d)
         z = v.new_empty(b, heads, *grid, atoms, d)  # (B, heads, H, W, M, d)
         y = v.new_empty(b, heads, *grid, 1, d)  # (B, heads, H, W, 1, d)
@@ -409,8 +419,8 @@ class SSoGFunction(torch.autograd.Function):
         v6, z, norm_col, norm_row, mu, sigma, amp = ctx.saved_tensors
         b, heads, height, width, atoms, d = z.shape
         row_stage, col_stage = Stage(0, ctx.grid), Stage(1, ctx.grid)
-        p_col = StageParams.of(col_stage, mu, sigma, None)
-        p_row = StageParams.of(row_stage, mu, sigma, amp)
+        p_col = col_stage.params(mu, sigma, None)
+        p_row = row_stage.params(mu, sigma, amp)
         dy6 = values_6d(dy, ctx.grid)  # (B, heads, H, W, 1, d): the same dY for every atom
         dz = torch.empty_like(z)  # (B, heads, H, W, M, d)
         g_row = stage_backward(row_stage, dy6, z, dz, norm_row, p_row, heads)  # (B, heads, H, W, M, 3)
