@@ -7,7 +7,7 @@ PORT   ?= 8888
 LAB_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: lab test install lint checkpoints clean
+.PHONY: lab test check install lint checkpoints clean
 
 # Re-install only when the pins or the package metadata changed.
 $(STAMP): requirements.txt pyproject.toml
@@ -28,6 +28,12 @@ lab: $(STAMP) deb-dataset-fashion-mnist
 test: $(STAMP) deb-chromium deb-dataset-fashion-mnist
 	$(VENV)/bin/ruff check ssog_lab tests scripts
 	SSOG_LAB_FAST=1 $(PY) -m pytest tests -p no:cacheprovider --durations=15
+
+## make check: the inner loop: lint and the unit tests (no browser, no notebooks, no multi-process or training runs)
+check: $(STAMP)
+	$(VENV)/bin/ruff check ssog_lab tests scripts
+	SSOG_LAB_FAST=1 $(PY) -m pytest tests -p no:cacheprovider -q -m "not slow and not browser" \
+		--ignore=tests/test_browser.py --ignore=tests/test_notebook_render.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ssog_lab tests scripts
