@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import bounded
-from .data import ImageDataset, ImageTransform
+from .image_dataset import ImageDataset, ImageTransform
 
 __all__ = ["image_folder", "IMAGE_SUFFIXES", "IMAGE_MAX_BYTES", "IMAGE_MAX_PIXELS", "TEST_FRACTION"]
 

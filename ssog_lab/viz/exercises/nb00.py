@@ -1,7 +1,7 @@
 """Exercises of notebook 00 (registered with `@exercise`; see the package docstring)."""
 
 from ... import models
-from . import close, exercise
+from ._registry import close, exercise
 
 
 def _tiny_grid() -> tuple[int, int]:

@@ -4,7 +4,7 @@ import torch
 
 from ... import ops
 from ..cost import flop_counts
-from . import close, exercise, same_function
+from ._registry import close, exercise, same_function
 
 _SDPA, _SEPARABLE = "SDPA (dense attention)", "SSoG separable"
 

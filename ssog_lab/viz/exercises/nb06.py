@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from . import close, exercise
+from ._registry import close, exercise
 
 CHECKPOINT = Path(__file__).resolve().parents[3] / "data" / "checkpoints" / "nano_ssog_steered_mnist5k.pt"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import close, exercise, same_set
+from ._registry import close, exercise, same_set
 
 
 @exercise("07.tokens", judge=close(0.0), wrong=64,
