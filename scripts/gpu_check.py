@@ -1,6 +1,7 @@
 """GPU check of the Triton SSoG kernels: correctness, per-kernel timings beside the roofline, SDPA flash, ViT-Tiny.
 
-    python3 scripts/gpu_check.py --out docs/results/gpu       (scripts/gpu_check.sh runs this under `timeout`)
+    python3 scripts/gpu_check.py --out docs/results/gpu       (scripts/gpu_check.sh runs this under `timeout`,
+                                                              with this checkout on PYTHONPATH)
 
 The cases, timings and files are `ssog_lab.bench.gpu` (its docstring lists the sections and columns); this script
 is its command line. Exits 3 without writing anything when torch has no CUDA; 1 when a correctness check failed;
@@ -15,10 +16,7 @@ from pathlib import Path
 
 import torch
 
-# The package from this checkout, installed or not (the device image has nothing installed).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ssog_lab.bench.gpu import COMPILE_BOUND, MODEL_RUNS, operator_cases, run_gpu_check  # noqa: E402
+from ssog_lab.bench.gpu import COMPILE_BOUND, MODEL_RUNS, operator_cases, run_gpu_check
 
 __all__ = ["COMPILE_BOUND", "MODEL_RUNS", "main", "operator_cases"]  # what tests/test_triton.py reads from here
 

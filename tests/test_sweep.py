@@ -3,7 +3,6 @@ skipping, the parallel executor (with a stand-in command), the NFE and speed ste
 measurements) and the report on fabricated run folders, nfe.json and speed.csv files."""
 
 import dataclasses
-import importlib.util
 import json
 import math
 import shlex
@@ -15,13 +14,8 @@ import pytest
 import torch
 
 from ssog_lab import bench
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fashion_sweep.py"
-spec = importlib.util.spec_from_file_location("fashion_sweep", SCRIPT)
-sweep = importlib.util.module_from_spec(spec)
-sys.modules["fashion_sweep"] = sweep
-spec.loader.exec_module(sweep)
-measure, rep = sweep.fashion_measure, sweep.fashion_report  # the sweep's modules beside it
+from ssog_lab.experiments.fashion import measure, sweep
+from ssog_lab.experiments.fashion import report as rep
 
 
 def flag(argv, name):

@@ -107,13 +107,12 @@ GRADIENT_WORKER = """
 import sys
 import torch
 import torch.distributed as dist
-sys.path.insert(0, sys.argv[1])
 from train_helpers import recipe, small_digits, tiny_model
 from ssog_lab import train
 from ssog_lab.train.loop import train_step
 from ssog_lab.train.runtime import Runtime, epoch_order
 
-if len(sys.argv) > 3:
+if len(sys.argv) > 2:
     dist.init_process_group("gloo")
 config = recipe(grad_clip=None)
 rt = Runtime.current(config)
@@ -125,8 +124,8 @@ scaler = torch.amp.GradScaler("cpu", enabled=False)
 sums = train_step(rt.wrap(module), module, optimizer, scaler, images, labels, config, rt, 0)
 sums = rt.reduce(sums)  # a collective: every rank joins
 if rt.rank == 0:
-    torch.save({"grads": {n: p.grad for n, p in module.named_parameters()}, "sums": sums}, sys.argv[2])
-if len(sys.argv) > 3:
+    torch.save({"grads": {n: p.grad for n, p in module.named_parameters()}, "sums": sums}, sys.argv[1])
+if len(sys.argv) > 2:
     dist.barrier()  # rank 1 waits for rank 0's save: tearing gloo down under a live peer can abort the process
     dist.destroy_process_group()
 """
@@ -138,13 +137,13 @@ def test_two_process_gradient_is_the_mean_over_the_global_batch(tmp_path):
     # a mean: here the gradient of one step, before any optimizer, is compared with one process's directly.
     worker = tmp_path / "worker.py"
     worker.write_text(GRADIENT_WORKER)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    tests = str(Path(__file__).parent)
-    single = subprocess.run([sys.executable, str(worker), tests, str(tmp_path / "one.pt")],
+    # the package and train_helpers (beside this file) for the worker
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
+    single = subprocess.run([sys.executable, str(worker), str(tmp_path / "one.pt")],
                             env=env, capture_output=True, text=True, timeout=120)
     assert single.returncode == 0, single.stderr[-3000:]
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(worker), tests, str(tmp_path / "two.pt"), "ddp"],
+                          str(worker), str(tmp_path / "two.pt"), "ddp"],
                          env=env, capture_output=True, text=True, timeout=240)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")

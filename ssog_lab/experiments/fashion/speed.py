@@ -1,4 +1,4 @@
-"""speed.csv as the Fashion-MNIST report reads it (scripts/fashion_report.py): each run's rows by its exact model,
+"""speed.csv as the Fashion-MNIST report reads it (`report.py`): each run's rows by its exact model,
 the table cells of a measurement, and the section that lists every measurement with where it was made."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from fashion_measure import SPEED_RESOLUTIONS, SweepRun, speed_key, speed_model_key
-
-from ssog_lab.bench.report import markdown_table
+from ...bench.report import markdown_table
+from .measure import SPEED_RESOLUTIONS, SweepRun, speed_key, speed_model_key
 
 
 def speed_index(rows: list[dict]) -> dict[tuple, dict]:

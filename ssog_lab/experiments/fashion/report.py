@@ -1,5 +1,5 @@
 """The report of the Fashion-MNIST sweep (`python scripts/fashion_sweep.py report`), read from the run folders,
-their nfe.json files and speed.csv (scripts/fashion_measure.py), plus any speed_*.csv beside it: the same
+their nfe.json files and speed.csv (`measure.py`), plus any speed_*.csv beside it: the same
 inference measurements made on another CPU:
 
 - the issue's goals, each a verdict computed from the files: met, missed or not yet measured;
@@ -24,7 +24,9 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from fashion_measure import (
+from ...bench.report import markdown_table
+from ...models import DEPTHS
+from .measure import (
     NFE_FILE,
     NFE_IMAGES,
     NFE_RTOLS,
@@ -34,10 +36,7 @@ from fashion_measure import (
     read_speed,
     run_folder,
 )
-from fashion_speed import host_of, infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
-
-from ssog_lab.bench.report import markdown_table
-from ssog_lab.models import DEPTHS
+from .speed import host_of, infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
 
 SSOG_MIXERS = ("ssog", "ssog-steered")
 VERDICTS = ("met", "missed", "not yet measured")

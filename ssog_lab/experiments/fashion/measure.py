@@ -25,10 +25,10 @@ from typing import Protocol
 
 import torch
 
-from ssog_lab import bench
-from ssog_lab.bench.measure import git_commit
-from ssog_lab.bench.report import write_csv
-from ssog_lab.train import load_model
+from ... import bench
+from ...bench.measure import git_commit
+from ...bench.report import write_csv
+from ...train import load_model
 
 NFE_RTOLS = (1e-3, 1e-5)  # dopri5's rtol; atol = rtol
 NFE_IMAGES = 256  # the first NFE_IMAGES test images, one batch
