@@ -258,11 +258,12 @@ def execute(root: Path, runs: list[Run], jobs: int, dry_run: bool, log: Callable
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "failed.json").unlink(missing_ok=True)
             argv = command(root, run)
-            record = {"command": shlex.join(argv), "commit": git_commit(),
+            shown = shlex.join(["python", *argv[1:]])  # recorded without this machine's interpreter path
+            record = {"command": shown, "commit": git_commit(),
                       "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": host,
                       "train_images": run.train_images, "labels": run.labels}
             (folder / "run.json").write_text(json.dumps(record, indent=1) + "\n")
-            log(f"start {run.phase}/{run.name}: {shlex.join(argv)}")
+            log(f"start {run.phase}/{run.name}: {shown}")
             with open(folder / "train.log", "a") as out:
                 active.append((run, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env),
                                time.perf_counter()))
