@@ -148,7 +148,11 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def screenshots(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("browser-screenshots")
+    """Where each notebook's screenshot goes: a temporary folder, or SSOG_LAB_SCREENSHOTS (the README's picture:
+    `SSOG_LAB_SCREENSHOTS=docs/images pytest tests/test_browser.py -k "redraws and 01_"`)."""
+    chosen = os.environ.get("SSOG_LAB_SCREENSHOTS")
+    folder = Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("browser-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots of the notebooks in the browser: {folder}")
     return folder
 

@@ -167,24 +167,30 @@ def test_ledger_markdown_is_one_table_and_the_summary():
     assert all(f"**{word}**: " in text for word in claims.VERDICTS)  # every verdict word explained in one line
 
 
-def test_the_readme_ledger_is_the_generated_one():
-    """README.md holds the ledger between two markers; `python -m ssog_lab ledger` regenerates it from the
-    committed results. Re-measured files without a regenerated README fail here."""
-    text = claims.README.read_text()
-    assert text.count(claims.LEDGER_BEGIN) == 1 and text.count(claims.LEDGER_END) == 1
-    assert claims.readme_with_ledger() == text, "README's claims ledger is stale: run python -m ssog_lab ledger"
+def test_the_ledger_pages_hold_the_generated_blocks():
+    """The results index holds the whole ledger and the README its summary, between markers; `python -m ssog_lab
+    ledger` regenerates them from the committed results. Re-measured files without regenerated pages fail here."""
+    index, readme = claims.LEDGER_PAGES
+    assert index.read_text().count(claims.LEDGER_BEGIN) == 1 and readme.read_text().count(claims.SUMMARY_BEGIN) == 1
+    for page in claims.LEDGER_PAGES:
+        assert claims.with_ledger(page) == page.read_text(), f"{page} is stale: run python -m ssog_lab ledger"
 
 
-def test_readme_with_ledger_replaces_only_the_marked_block(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{claims.LEDGER_BEGIN}\nold table\n{claims.LEDGER_END}\n\ntail\n")
-    new = claims.readme_with_ledger(readme, tmp_path)
-    assert new.startswith("# x\n\n") and new.endswith(f"{claims.LEDGER_END}\n\ntail\n") and "old table" not in new
-    expected = claims.readme_with_ledger(readme)  # main reads the repository's results
-    assert claims.main([str(readme)]) == 0 and readme.read_text() == expected
-    readme.write_text("no markers\n")
-    with pytest.raises(ValueError, match="marker"):
-        claims.readme_with_ledger(readme, tmp_path)
+def test_with_ledger_replaces_only_the_marked_blocks(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text(f"# x\n\n{claims.LEDGER_BEGIN}\nold table\n{claims.LEDGER_END}\n\nmiddle\n\n"
+                    f"{claims.SUMMARY_BEGIN}\nold summary\n{claims.SUMMARY_END}\n\ntail\n")
+    new = claims.with_ledger(page, tmp_path)
+    assert new.startswith("# x\n\n") and new.endswith(f"{claims.SUMMARY_END}\n\ntail\n") and "\nmiddle\n" in new
+    assert "old table" not in new and "old summary" not in new
+    summary = new.split(claims.SUMMARY_BEGIN)[1].split(claims.SUMMARY_END)[0]
+    assert "**Guarantee**" in summary and "|" not in summary  # the summary, not the table
+    expected = claims.with_ledger(page)  # main reads the repository's results
+    assert claims.main([str(page)]) == 0 and page.read_text() == expected
+    for text in ("no markers\n", f"{claims.LEDGER_BEGIN}\n{claims.LEDGER_END}\n{claims.LEDGER_BEGIN}\n"):
+        page.write_text(text)
+        with pytest.raises(ValueError, match="marker"):
+            claims.with_ledger(page, tmp_path)
 
 
 def test_mean_std_is_the_sample_std():

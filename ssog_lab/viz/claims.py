@@ -4,7 +4,8 @@ Every row of `claims_ledger()` names a claim of arXiv:2611.08236, the SSoG varia
 steered), what the committed files under docs/results/ measure for it, a verdict — "met", "missed", "proxy"
 or "not measured" (`VERDICT_NOTES` says what each means) — and the file the number comes from. Nothing is
 typed in: re-measure, commit the files, and the ledger (and every notebook that shows it) follows. The
-README holds a copy between two markers; `python -m ssog_lab ledger` rewrites it (`readme_with_ledger`).
+results index (docs/results/README.md) holds it and the README its summary, each between two markers;
+`python -m ssog_lab ledger` rewrites both (`with_ledger`).
 
 The paper's accuracy claims are CIFAR-100 at 224². An accuracy measured on another data set or resolution
 (this suite's Fashion-MNIST sweep, the embedded digits) is shown as a **proxy**: its gap over attention is
@@ -418,33 +419,45 @@ def claims_ledger_markdown(results_dir: str | Path = RESULTS_DIR) -> str:
     return "\n".join(lines) + "\n\n" + legend + "\n\n" + variant_summary(ledger)
 
 
-# --------------------------------------------------------------------------- the README's copy
+# --------------------------------------------------------------------------- the copies in the docs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+# The full ledger lives in the results index; the README shows its summary (which variant has what).
+LEDGER_PAGES = (ROOT / "docs" / "results" / "README.md", ROOT / "README.md")
 LEDGER_BEGIN = "<!-- claims-ledger:begin (generated: python -m ssog_lab ledger; do not edit by hand) -->"
 LEDGER_END = "<!-- claims-ledger:end -->"
+SUMMARY_BEGIN = "<!-- claims-summary:begin (generated: python -m ssog_lab ledger; do not edit by hand) -->"
+SUMMARY_END = "<!-- claims-summary:end -->"
 
 
-def readme_with_ledger(readme: str | Path = README, results_dir: str | Path = RESULTS_DIR) -> str:
-    """The README's text with everything between `LEDGER_BEGIN` and `LEDGER_END` replaced by
-    `claims_ledger_markdown(results_dir)`. tests/test_viz_claims.py checks that the README equals it."""
-    text = Path(readme).read_text()
-    if text.count(LEDGER_BEGIN) != 1 or text.count(LEDGER_END) != 1:
-        raise ValueError(f"{readme} must hold each ledger marker once: {LEDGER_BEGIN!r}, {LEDGER_END!r}")
-    head, rest = text.split(LEDGER_BEGIN)
-    _, tail = rest.split(LEDGER_END)
-    return f"{head}{LEDGER_BEGIN}\n\n{claims_ledger_markdown(results_dir)}\n\n{LEDGER_END}{tail}"
+def with_ledger(page: str | Path, results_dir: str | Path = RESULTS_DIR) -> str:
+    """The page's text with each generated block replaced: between `LEDGER_BEGIN` and `LEDGER_END` the whole
+    ledger (`claims_ledger_markdown`), between `SUMMARY_BEGIN` and `SUMMARY_END` its summary (`variant_summary`).
+    A page holds each pair at most once and at least one pair. tests/test_viz_claims.py checks the pages."""
+    text = Path(page).read_text()
+    blocks = {(LEDGER_BEGIN, LEDGER_END): lambda: claims_ledger_markdown(results_dir),
+              (SUMMARY_BEGIN, SUMMARY_END): lambda: variant_summary(claims_ledger(results_dir))}
+    found = [pair for pair in blocks if text.count(pair[0]) == 1 and text.count(pair[1]) == 1]
+    if not found or any(text.count(mark) > 1 for pair in blocks for mark in pair):
+        raise ValueError(f"{page} must hold a ledger or summary marker pair, each marker once: "
+                         f"{LEDGER_BEGIN!r} … {LEDGER_END!r} or {SUMMARY_BEGIN!r} … {SUMMARY_END!r}")
+    for begin, end in found:
+        head, rest = text.split(begin)
+        _, tail = rest.split(end)
+        text = f"{head}{begin}\n\n{blocks[begin, end]()}\n\n{end}{tail}"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ssog_lab ledger [README]`: rewrite the README's ledger from the committed results."""
+    """`python -m ssog_lab ledger [PAGE ...]`: rewrite the generated blocks of each page (default: the results
+    index's ledger and the README's summary) from the committed results."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else README
-    new = readme_with_ledger(path)
-    changed = new != path.read_text()
-    if changed:
-        path.write_text(new)
-    print(f"{path}: the claims ledger {'rewritten' if changed else 'already current'}")
+    for path in [Path(a) for a in args] or LEDGER_PAGES:
+        new = with_ledger(path)
+        changed = new != path.read_text()
+        if changed:
+            path.write_text(new)
+        print(f"{path}: the claims ledger {'rewritten' if changed else 'already current'}")
     return 0

@@ -376,7 +376,7 @@ def speed_parts(root: Path, runs: list[SweepRun], speed_rows: list[dict], others
     parts = ["## Accuracy beside inference speed", "",
              f"The trained nano models at their own resolution and at {HIGH}² (speed.csv, measured on "
              f"{host_of(speed_rows)}). ViT-Tiny's throughput and memory from 224² to 1024² are in `scaling_cpu.md` "
-             "(the README's claims ledger reads them).", ""]
+             "(the claims ledger reads them).", ""]
     parts += [beside(speed_rows), ""]
     for path, rows in others:
         parts += [f"The same models' inference speed measured on {host_of(rows)} ({path.name}):", "", beside(rows), ""]
