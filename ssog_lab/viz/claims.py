@@ -34,11 +34,11 @@ from pathlib import Path
 
 import torch
 
-from .. import models
+from .. import models, repository
 from ..bench.config import depth_of
 from .scaling import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
+RESULTS_DIR = repository.RESULTS_DIR
 VERDICTS = ("met", "missed", "proxy", "not measured")
 VERDICT_NOTES = {
     "met": "the measurement reaches the paper's number, like for like",
@@ -421,9 +421,8 @@ def claims_ledger_markdown(results_dir: str | Path = RESULTS_DIR) -> str:
 
 # --------------------------------------------------------------------------- the copies in the docs
 
-ROOT = Path(__file__).resolve().parents[2]
 # The full ledger lives in the results index; the README shows its summary (which variant has what).
-LEDGER_PAGES = (ROOT / "docs" / "results" / "README.md", ROOT / "README.md")
+LEDGER_PAGES = (repository.RESULTS_DIR / "README.md", repository.ROOT / "README.md")
 LEDGER_BEGIN = "<!-- claims-ledger:begin (generated: python -m ssog_lab ledger; do not edit by hand) -->"
 LEDGER_END = "<!-- claims-ledger:end -->"
 SUMMARY_BEGIN = "<!-- claims-summary:begin (generated: python -m ssog_lab ledger; do not edit by hand) -->"

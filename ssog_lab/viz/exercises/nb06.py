@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
+from ... import repository
 from ._registry import close, exercise
 
-CHECKPOINT = Path(__file__).resolve().parents[3] / "data" / "checkpoints" / "nano_ssog_steered_mnist5k.pt"
+CHECKPOINT = repository.CHECKPOINTS_DIR / "nano_ssog_steered_mnist5k.pt"
 
 
 @functools.lru_cache(maxsize=1)
