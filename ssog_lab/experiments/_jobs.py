@@ -78,3 +78,9 @@ def write_csv(rows: list[dict], path: Path, columns: Sequence[str], sort_key: Ca
     writer.writeheader()
     writer.writerows(sorted(rows, key=sort_key))
     atomic_write(path, buffer.getvalue())
+
+
+def hosts(rows: list[dict]) -> str:
+    """The machines a results CSV's rows ran on, as its report names them: CPU model, ISA flags, threads."""
+    return "; ".join(sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread"
+                             for r in rows}))

@@ -269,8 +269,6 @@ def report(rows: list[dict]) -> str:
         "fixed − SDPA": _gap("ssog"), "steered − SDPA": _gap("ssog-steered"),
         "train img/s (SDPA / fixed / steered)": _speed("train"),
         "inference img/s (SDPA / fixed / steered)": _speed("infer")}, align="llrrrrrrr")
-    hosts = sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread"
-                    for r in rows})
     commits = sorted({r["commit"] or "?" for r in rows})
     configs = sorted({(r["mixer"], r["grid"], r["model_config"]) for r in rows})
     recipes = sorted({r["train_config"] for r in rows})
@@ -281,7 +279,7 @@ def report(rows: list[dict]) -> str:
         "",
         "Made by `python -m ssog_lab.experiments.defaults run --jobs 2` then `... report` (two single-thread "
         "runs at a time, one per core).",
-        f"Host: {'; '.join(hosts)}. Commit(s): {', '.join(commits)}.",
+        f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(commits)}.",
         "",
         f"Nano ViT (discrete depth), 28² grey images, {EPOCHS} epochs, everything else at the library's "
         "defaults (`build_model` and `TrainConfig()`; the exact configs are below and in `defaults.csv`). "
@@ -314,14 +312,13 @@ def validation_report(rows: list[dict]) -> str:
         "− defaults": lambda r: (f"{100 * r['test_accuracy'] - base[r['dataset'], r['mixer']]:+.1f}"
                                  if (r["dataset"], r["mixer"]) in base and r["variant"] != "defaults" else "")},
         align="lllrr")
-    hosts = sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread" for r in rows})
     changes = [f"- **{name}**: {', '.join(mixers)}; ViTConfig {fields or '—'}, TrainConfig {recipe or '—'}"
                for name, (mixers, fields, recipe) in VARIANTS.items() if name != "defaults"]
     return "\n".join([
         "# How the defaults were chosen: validation splits",
         "",
         "Made by `python -m ssog_lab.experiments.defaults validate --jobs 2` (two single-thread runs at a time).",
-        f"Host: {'; '.join(hosts)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
+        f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
         "",
         f"Nano ViT, {GRIDS[0]}×{GRIDS[0]} tokens, {EPOCHS} epochs, seed 0: the runs of the defaults table "
         f"(defaults.md) but trained on {1 - VALIDATION_FRACTION:.0%} of each training set and scored on the "

@@ -193,7 +193,8 @@ def cells(rows: list[dict]) -> list[dict]:
 def report(rows: list[dict]) -> str:
     """docs/results/ode_solutions.md: the command, the host, the table and which training solver is the
     cheapest that gives solutions, per mixer."""
-    table = markdown_table(cells(rows), {
+    found = cells(rows)
+    table = markdown_table(found, {
         "mixer": "mixer", "training solver": "solver", "seeds": "n",
         "test % (training solver)": lambda c: f"{c['accuracy']:.1f} ± {c['std']:.1f}",
         "RK4, 4× the steps": lambda c: f"{c['rk4_fine']:.1f}",
@@ -206,18 +207,17 @@ def report(rows: list[dict]) -> str:
         align="lllrrrrrrrrrr")
     cheapest = []
     for mixer in MIXERS:
-        ok = [c["solver"] for c in cells(rows) if c["mixer"] == mixer and c["solution"]]
-        if any(c["mixer"] == mixer for c in cells(rows)):
+        ok = [c["solver"] for c in found if c["mixer"] == mixer and c["solution"]]
+        if any(c["mixer"] == mixer for c in found):
             cheapest.append(f"- **{mixer}**: " + (f"cheapest training solver whose models are solutions: {ok[0]}"
                                                   if ok else "no training solver tried gives solutions"))
-    hosts = sorted({f"{r['cpu_model']} ({r['cpu_flags'] or 'no AVX-512/AMX'}), {r['threads']} thread" for r in rows})
     _, n_train, n_test = DATASETS[DATASET]
     return "\n".join([
         "# Continuous depth: which training solver gives models that are solutions of their ODE",
         "",
         "Made by `python -m ssog_lab.experiments.ode_solutions run --jobs 2` (two single-thread runs at a time, "
         "one per core; resumable).",
-        f"Host: {'; '.join(hosts)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
+        f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
         "",
         f"Nano ViT, `depth=\"ode\"` (T = 4), {GRID}×{GRID} tokens, the Fashion-MNIST subset of the defaults table "
         f"({n_train} training / {n_test} test images), {EPOCHS} epochs, everything else at the library's defaults. "
