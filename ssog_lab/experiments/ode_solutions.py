@@ -43,6 +43,7 @@ SOLVERS = {
     "rk4, 1 step": dict(ode_method="rk4", ode_step_size=4.0),
     "rk4, 2 steps": dict(ode_method="rk4", ode_step_size=2.0),
     "rk4, 4 steps": dict(ode_method="rk4", ode_step_size=1.0),
+    "rk4, 8 steps": dict(ode_method="rk4", ode_step_size=0.5),
 }
 FINE_RTOL = 1e-6  # dopri5's rtol = atol for the reference solve
 NFE_RTOLS = (1e-3, 1e-6)
