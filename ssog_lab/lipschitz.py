@@ -5,6 +5,8 @@
                               largest singular value without building the N×N kernel;
 * `ssog_dense_spectral_norm`  the same from the N×N kernel (reference, small grids);
 * `ssog_lipschitz_bound`      the closed-form bound Σ_m |α_m| ‖G_row,m‖₂ ‖G_col,m‖₂ (docs/DESIGN.md);
+* `branch_lipschitz_bound`    a certified global constant of a whole fixed-SSoG residual branch
+                              f(x) = mixer(LN(x)) + MLP(LN(x)), the ODE's right-hand side, factor by factor;
 * `jacobian_spectral_norm`    ‖∂f/∂x‖₂ at a point for any function (a mixer, a whole residual branch),
                               by the same iteration with forward- and reverse-mode products (torch.func);
 * `ray_sweep`                 that norm along a ray s·x: constant for fixed SSoG (a linear map has the same
@@ -21,13 +23,18 @@ import math
 from collections.abc import Callable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import ops
+from .layers import SSoGMixer
 
-__all__ = ["ssog_spectral_norm", "ssog_dense_spectral_norm", "ssog_lipschitz_bound", "jacobian_spectral_norm",
-           "ray_sweep", "picard"]
+__all__ = ["ssog_spectral_norm", "ssog_dense_spectral_norm", "ssog_lipschitz_bound", "branch_lipschitz_bound",
+           "jacobian_spectral_norm", "ray_sweep", "picard"]
+
+# max_x GELU'(x) = Φ(x) + x·φ(x): GELU'' = φ(x)(2 − x²) vanishes at x = √2, where Φ(√2) = (1 + erf(1))/2 and
+# √2·φ(√2) = e⁻¹/√π. About 1.129.
+GELU_MAX_SLOPE = (1 + math.erf(1)) / 2 + math.exp(-1) / math.sqrt(math.pi)
 
 
 def _largest_singular_value(apply: Callable[[Tensor], Tensor], apply_t: Callable[[Tensor], Tensor],
@@ -106,6 +113,42 @@ def ssog_lipschitz_bound(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int
         g = ops.axis_weights(positions, mu[..., None, None, axis], sigma[..., None, None, axis], length)
         norms.append(torch.linalg.matrix_norm(g[..., 0, :], ord=2))  # (heads, M) from (heads, M, L, L)
     return (amp.abs() * norms[0] * norms[1]).sum(dim=-1)
+
+
+def branch_lipschitz_bound(branch: nn.Module, grid: tuple[int, int]) -> dict[str, float]:
+    """A certified global Lipschitz constant of a fixed-SSoG residual branch (`models.Branch`),
+    f(x) = mixer(LN(x)) + MLP(LN(x)) on x (N, C), in the Frobenius norm (all of x as one vector).
+
+    f = (mixer + MLP) ∘ LN, so L_f ≤ L_LN · (L_mixer + L_MLP), each factor in closed form:
+        LN     ‖diag(γ)·(I − 11ᵀ/C)‖₂ / √ε  (≤ max|γ|/√ε): LN's Jacobian at a token is
+               diag(γ)·(I − 11ᵀ/C − ûûᵀ) / √(var + ε), û its unit centred direction; the value is reached as
+               var → 0 with û orthogonal to the top singular vector;
+        mixer  ‖W_O‖₂ · max_h ‖K_h‖₂ · ‖W_V‖₂   (proj ∘ (⊕_h K_h ⊗ I_d) ∘ value; ‖K_h‖₂ by the closed-form
+               bound of `ssog_lipschitz_bound`);
+        MLP    ‖W_2‖₂ · GELU_MAX_SLOPE · ‖W_1‖₂.
+    It depends on the weights (γ, W_V, W_O, W_1, W_2) and the atoms, never on the input: no W_Q, W_K or input
+    radius enters, which is what sets fixed SSoG apart. Steered SSoG and attention read LN(x), which is bounded,
+    so they are globally Lipschitz too, but with no such closed form: they raise ValueError.
+    Returns every factor and "total" (floats).
+    """
+    mixer = getattr(branch, "mixer", None)
+    if not isinstance(mixer, SSoGMixer) or mixer.steered:
+        raise ValueError(f"branch must be a residual branch with a fixed SSoG mixer, got mixer "
+                         f"{type(mixer).__name__}{' (steered)' if getattr(mixer, 'steered', False) else ''}")
+    fc1, fc2 = branch.mlp[0], branch.mlp[2]
+    with torch.no_grad():
+        norm2 = lambda w: torch.linalg.matrix_norm(w.double(), ord=2).item()  # noqa: E731
+        mu, sigma, amp = (t.double() for t in mixer.atom_parameters())
+        gamma = branch.norm.weight.double()
+        centring = torch.eye(len(gamma), dtype=gamma.dtype) - 1 / len(gamma)  # (C, C): I − 11ᵀ/C
+        parts = dict(layernorm=norm2(gamma[:, None] * centring) / math.sqrt(branch.norm.eps),
+                     value=norm2(mixer.value.weight), kernel=ssog_lipschitz_bound(mu, sigma, amp, grid).max().item(),
+                     proj=norm2(mixer.proj.weight), mlp_in=norm2(fc1.weight), gelu=GELU_MAX_SLOPE,
+                     mlp_out=norm2(fc2.weight))
+    parts["mixer"] = parts["proj"] * parts["kernel"] * parts["value"]
+    parts["mlp"] = parts["mlp_out"] * parts["gelu"] * parts["mlp_in"]
+    parts["total"] = parts["layernorm"] * (parts["mixer"] + parts["mlp"])
+    return parts
 
 
 def jacobian_spectral_norm(func: Callable[[Tensor], Tensor], x: Tensor, steps: int = 100, tol: float = 1e-10,

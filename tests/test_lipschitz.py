@@ -70,6 +70,55 @@ def test_fixed_ssog_mixer_norm_is_that_of_its_linear_map():
                                torch.linalg.matrix_norm(linear.detach(), ord=2), rtol=1e-6, atol=0)
 
 
+def trained_like_branch(seed, dim=8, heads=2):
+    """A fixed-SSoG branch in float64 with every weight moved off its initialization (γ not 1)."""
+    torch.manual_seed(seed)
+    branch = Branch(ViTConfig(dim=dim, ssog_heads=heads, mixer="ssog", mlp_ratio=2)).double()
+    with torch.no_grad():
+        branch.norm.weight.uniform_(0.5, 1.5)
+        branch.mixer.amp.normal_()
+    return branch
+
+
+def test_gelu_max_slope_is_the_largest_derivative():
+    x = torch.linspace(-6, 6, 200_001, dtype=torch.float64, requires_grad=True)
+    (slope,) = torch.autograd.grad(torch.nn.functional.gelu(x).sum(), x)
+    assert slope.max().item() == pytest.approx(lipschitz.GELU_MAX_SLOPE, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_branch_bound_holds_at_any_input_and_its_factors_are_the_definitions(seed):
+    branch, grid = trained_like_branch(seed), (3, 4)
+    bound = lipschitz.branch_lipschitz_bound(branch, grid)
+    f = lambda z: branch(z, grid)  # noqa: E731
+    generator = torch.Generator().manual_seed(seed)
+    # Ordinary inputs, and nearly constant tokens (variance ≪ ε), where LayerNorm's slope is steepest.
+    flat = torch.ones(1, 12, 8, dtype=torch.float64) + 1e-4 * torch.randn(1, 12, 8, generator=generator,
+                                                                            dtype=torch.float64)
+    for x in (torch.randn(1, 12, 8, generator=generator, dtype=torch.float64) * 3, flat):
+        assert full_jacobian_norm(f, x) <= bound["total"]
+    # Each factor against its definition: the mixer's linear map, and LayerNorm's Jacobian where the bound is
+    # reached: variance → 0 along a centred direction û orthogonal to the top right singular vector of
+    # diag(γ)(I − 11ᵀ/C).
+    mixer = branch.mixer
+    x = torch.randn(1, 12, 8, generator=generator, dtype=torch.float64)
+    assert full_jacobian_norm(lambda z: mixer(z, grid), x) <= bound["mixer"] * (1 + 1e-12)
+    centring = torch.eye(8, dtype=torch.float64) - 1 / 8
+    top = torch.linalg.svd(branch.norm.weight.detach()[:, None] * centring).Vh[0]
+    basis, _ = torch.linalg.qr(torch.stack([torch.ones(8, dtype=torch.float64), top,
+                                            torch.randn(8, generator=generator, dtype=torch.float64)], dim=1))
+    steepest = torch.ones(1, 1, 8, dtype=torch.float64) + 1e-7 * basis[:, 2]
+    assert full_jacobian_norm(branch.norm, steepest).item() == pytest.approx(bound["layernorm"], rel=1e-6)
+    assert bound["total"] == pytest.approx(bound["layernorm"] * (bound["mixer"] + bound["mlp"]))
+
+
+def test_branch_bound_rejects_branches_without_a_closed_form():
+    for mixer in ("ssog-steered", "sdpa"):
+        branch = Branch(ViTConfig(dim=8, heads=2, ssog_heads=2, mixer=mixer))
+        with pytest.raises(ValueError, match="branch must be a residual branch with a fixed SSoG mixer"):
+            lipschitz.branch_lipschitz_bound(branch, (2, 2))
+
+
 def test_ray_sweep_attention_grows_fixed_ssog_stays():
     """Dense attention is not globally Lipschitz (Kim, Papamakarios & Mnih, 2021). Construction: random tokens
     with one token at the origin and Q/K biases zero. That token's logits are 0 at every scale s, so its
