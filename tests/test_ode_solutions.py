@@ -29,6 +29,7 @@ class _Finished:
 
 def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch, tmp_path):
     _tiny(monkeypatch)
+    monkeypatch.setattr(ode_solutions, "WEIGHTS_DIR", tmp_path / "weights")
     run = ode_solutions.Run("ssog", "rk4, 2 steps", 0)
     row = ode_solutions.run_one(run)
     monkeypatch.setattr(ode_solutions, "_child", lambda r: _Finished(row))
@@ -43,6 +44,12 @@ def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch, tm
     assert row["nfe_dopri5_1e-06"] > row["nfe_dopri5_0.001"] > 0
     assert all(0 <= row[k] <= 1 for k in ("accuracy", "accuracy_rk4_fine", "accuracy_dopri5"))
     assert 0 <= row["distance_dopri5"] < 1
+    assert {k: len(v) for k, v in json.loads(row["nfe_per_epoch"]).items()} == {"0.001": 1, "1e-06": 1}
+    assert 0 < row["jacobian_norm_start"] <= row["lipschitz_bound"]  # measured below the certified bound
+    assert 0 < row["jacobian_norm_end"] <= row["lipschitz_bound"]
+    assert row["dopri5_images_per_s_0.001"] > row["dopri5_images_per_s_1e-06"] > 0
+    trained = ode_solutions.model_and_recipe(run)[0]
+    trained.load_state_dict(torch.load(ode_solutions.weights_path(run)))  # the weights are kept
 
 
 def test_finer_solvers_converge_to_the_solution_of_a_linear_ode():

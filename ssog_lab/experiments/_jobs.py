@@ -60,14 +60,15 @@ def _wait_any(running: dict[subprocess.Popen, Any]) -> subprocess.Popen:
 
 
 def read_csv(path: Path, numbers: dict[str, type]) -> list[dict]:
-    """The rows of a results CSV (none if it does not exist), the `numbers` columns parsed with their type."""
+    """The rows of a results CSV (none if it does not exist), the `numbers` columns parsed with their type; an
+    empty or absent cell (a column added after the row was measured, or one that does not apply) is None."""
     if not path.exists():
         return []
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
         for key, kind in numbers.items():
-            row[key] = kind(row[key])
+            row[key] = kind(row[key]) if row.get(key) not in (None, "") else None
     return rows
 
 

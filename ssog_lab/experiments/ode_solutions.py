@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from .. import lipschitz
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..models import build_model
@@ -47,10 +48,13 @@ SOLVERS = {
 }
 FINE_RTOL = 1e-6  # dopri5's rtol = atol for the reference solve
 NFE_RTOLS = (1e-3, 1e-6)
+NFE_PROBE = 256  # test images solved by dopri5 after every epoch: how NFE grows during training
+JACOBIAN_IMAGES = 8  # test images whose ‖∂f/∂x‖₂ is measured at x(0) and x(T) (the largest is reported)
 CRITERION_POINTS = 0.5  # largest accuracy change under a finer solver for a model to count as a solution
 EVAL_BATCH = 500
 CSV_PATH = Path("docs/results/ode_solutions.csv")
 REPORT_PATH = Path("docs/results/ode_solutions.md")
+WEIGHTS_DIR = Path("runs/ode_solutions")
 
 
 @dataclass(frozen=True)
@@ -106,16 +110,59 @@ def relative_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).norm(dim=1).div(b.norm(dim=1)).median().item()
 
 
+def dopri5_nfe(model: torch.nn.Module, images: torch.Tensor) -> dict[str, float]:
+    """{f"{rtol:g}": NFE of one dopri5 solve of `images` at rtol = atol} for every NFE_RTOLS, in eval mode (the
+    model's mode is restored)."""
+    was_training = model.training
+    model.eval()
+    try:
+        labels = torch.zeros(len(images), dtype=torch.long)
+        return {f"{rtol:g}": solve_all(model, images, labels, ode_method="dopri5", ode_solver="torchdiffeq",
+                                       ode_rtol=rtol, ode_atol=rtol)["nfe"] for rtol in NFE_RTOLS}
+    finally:
+        model.train(was_training)
+
+
+def lipschitz_columns(model: torch.nn.Module, images: torch.Tensor) -> dict:
+    """The trained right-hand side's Lipschitz constants: fixed SSoG's certified bound of the whole branch
+    (`lipschitz.branch_lipschitz_bound`; None for the other mixers) and the largest measured ‖∂f/∂x‖₂ over
+    `images` at the initial state x(0) and the final state x(T)."""
+    branch = model.block(0)
+    with torch.no_grad():
+        x, grid = model.embed(images)  # (B, N, C)
+        ends = model.states(images, torch.tensor([0.0, model.config.end_time]))  # (2, B, N, C)
+    f = lambda z: branch(z, grid)  # noqa: E731
+    measured = [max(lipschitz.jacobian_spectral_norm(f, state[i:i + 1]).item() for i in range(len(images)))
+                for state in (x, ends[-1])]
+    bound = lipschitz.branch_lipschitz_bound(branch, grid)["total"] if model.config.mixer == "ssog" else None
+    return dict(lipschitz_bound=bound, jacobian_norm_start=measured[0], jacobian_norm_end=measured[1])
+
+
+def weights_path(run: Run) -> Path:
+    """Where a run keeps its trained weights (runs/ is not committed): for analyses after the fact."""
+    return WEIGHTS_DIR / f"{run.mixer}-{run.solver.replace(', ', '-').replace(' ', '-')}-seed{run.seed}.pt"
+
+
 def run_one(run: Run) -> dict:
-    """Train one model, then solve it again with the finer solvers; the CSV row."""
+    """Train one model (recording dopri5's NFE after every epoch), then solve it again with the finer solvers;
+    the CSV row. The trained weights go to weights_path(run)."""
     train, test = load(DATASET)
     model, recipe = model_and_recipe(run)
-    started = time.perf_counter()
-    history = fit(model, train, test, recipe)
-    train_s = time.perf_counter() - started
-    model.eval()
     images = torch.stack([test[i][0] for i in range(len(test))])  # (2000, 1, 28, 28)
     labels = torch.tensor([int(test[i][1]) for i in range(len(test))])
+    nfe_per_epoch = {f"{rtol:g}": [] for rtol in NFE_RTOLS}
+
+    def record_nfe(record: dict) -> None:
+        if record["kind"] == "epoch":
+            for rtol, nfe in dopri5_nfe(model, images[:NFE_PROBE]).items():
+                nfe_per_epoch[rtol].append(nfe)
+
+    started = time.perf_counter()
+    history = fit(model, train, test, recipe, on_log=record_nfe)
+    train_s = time.perf_counter() - started
+    model.eval()
+    WEIGHTS_DIR.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), weights_path(run))
     own = solve_all(model, images, labels)
     fine_step = SOLVERS[run.solver]["ode_step_size"] / 4
     rk4_fine = solve_all(model, images, labels, ode_method="rk4", ode_step_size=fine_step)
@@ -129,6 +176,8 @@ def run_one(run: Run) -> dict:
                 distance_rk4_fine=relative_distance(own["features"], rk4_fine["features"]),
                 distance_dopri5=relative_distance(own["features"], fine["features"]),
                 nfe_train=own["nfe"], **{f"nfe_dopri5_{rtol:g}": dopri[rtol]["nfe"] for rtol in NFE_RTOLS},
+                **{f"dopri5_images_per_s_{rtol:g}": len(labels) / dopri[rtol]["seconds"] for rtol in NFE_RTOLS},
+                nfe_per_epoch=json.dumps(nfe_per_epoch), **lipschitz_columns(model, images[:JACOBIAN_IMAGES]),
                 train_images_per_s=statistics.mean(r["images_per_s"] for r in epochs),
                 infer_images_per_s=inference_rate(model, images[:256]), train_s=train_s,
                 cpu_model=host["cpu_model"], cpu_flags=host["cpu_flags"], threads=host["threads"],
@@ -139,8 +188,11 @@ def run_one(run: Run) -> dict:
 NUMBERS = dict(seed=int, threads=int, accuracy=float, accuracy_rk4_fine=float, accuracy_dopri5=float,
                distance_rk4_fine=float, distance_dopri5=float, nfe_train=float,
                **{f"nfe_dopri5_{rtol:g}": float for rtol in NFE_RTOLS},
+               **{f"dopri5_images_per_s_{rtol:g}": float for rtol in NFE_RTOLS},
+               lipschitz_bound=float, jacobian_norm_start=float, jacobian_norm_end=float,
                train_images_per_s=float, infer_images_per_s=float, train_s=float)
-COLUMNS = ("mixer", "solver", "seed", *(k for k in NUMBERS if k not in ("seed", "threads")), "cpu_model",
+COLUMNS = ("mixer", "solver", "seed", *(k for k in NUMBERS if k not in ("seed", "threads")), "nfe_per_epoch",
+           "cpu_model",
            "cpu_flags", "threads", "commit", "model_config", "train_config")
 
 
