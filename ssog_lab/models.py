@@ -48,6 +48,16 @@ CONFIG_RANGES = {**{name: dict(low=1) for name in ("image_size", "patch_size", "
                  "ode_rtol": dict(low=0, high=1, low_open=True), "ode_atol": dict(low=0)}
 
 
+def rk4_residual(end_time: float) -> dict:
+    """ViTConfig fields of the matched-cost wiring: one RK4 step over the whole [0, T], so a model of T = L costs
+    4 evaluations of f, as L = 4 discrete blocks do. What such a model learns is a residual network with RK4's
+    wiring, not a solution of its ODE: solved accurately, its answers change (docs/results/ode_solutions.md).
+
+        build_model("nano", depth="ode", mixer="ssog", **rk4_residual(4.0))
+    """
+    return dict(ode_method="rk4", ode_step_size=float(end_time))
+
+
 def default_ssog_heads(dim: int, mixer: str) -> int:
     """ssog: dim // 8 (heads are nearly free for fixed atoms); ssog-steered: max(2, dim // 48) (each steered
     head costs per-token weight work); measurements in ViTConfig's docstring. Other mixers: dim // 8, unused."""

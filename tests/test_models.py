@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ssog_lab import models
-from ssog_lab.models import DEPTHS, MIXERS, ViTConfig, build_model
+from ssog_lab.models import DEPTHS, MIXERS, ViTConfig, build_model, rk4_residual
 
 
 @pytest.mark.parametrize("mixer", MIXERS)
@@ -81,6 +81,21 @@ def test_ode_nfe_counts_fixed_grid_steps(method, per_step):
     model = build_model("nano", depth="ode", ode_method=method, ode_step_size=0.5, layers=2)
     model(torch.randn(1, 3, 32, 32))
     assert model.nfe == per_step * 4  # T = layers = 2, step 0.5: 4 steps
+
+
+def test_rk4_residual_is_one_rk4_step_over_the_whole_interval():
+    torch.manual_seed(3)
+    model = build_model("nano", depth="ode", mixer="ssog", **rk4_residual(4.0)).double().eval()
+    images = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    x, grid = model.embed(images)  # (B, N, C)
+    f, h = (lambda z: model.blocks[0](z, grid)), 4.0
+    k1 = f(x)  # the stages of Kutta's 3/8 rule (ssog_lab.ode's and torchdiffeq's "rk4"), from the formula
+    k2 = f(x + h / 3 * k1)
+    k3 = f(x + h * (k2 - k1 / 3))
+    k4 = f(x + h * (k1 - k2 + k3))
+    end = x + h / 8 * (k1 + 3 * k2 + 3 * k3 + k4)
+    torch.testing.assert_close(model(images), model.head(model.norm(end).mean(dim=1)))
+    assert model.nfe == 4
 
 
 def test_ode_dopri5_and_adjoint_run_and_count():

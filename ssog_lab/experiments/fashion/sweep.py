@@ -56,7 +56,8 @@ from . import measure, report
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
-# ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks).
+# ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks):
+# models.rk4_residual(4.0), the matched-cost wiring, which docs/results/ode_solutions.md shows is no ODE solution.
 DEPTHS = {"discrete": [], "looped": [], "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
 RUNS = Path("docs/results/accuracy_fashion/runs")  # tracked: a sweep spans sessions; .gitignore drops checkpoints
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
