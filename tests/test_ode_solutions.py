@@ -84,3 +84,22 @@ def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
     cell = ode_solutions.cells(bad)[0]
     assert not cell["solution"] and cell["worst_shift"] == pytest.approx(1.0)
     assert "no training solver tried gives solutions" in ode_solutions.report(bad)
+
+
+def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_solutions_for_every_mixer():
+    def row(mixer, solver, seed, shift):
+        numbers = {k: 1.0 for k in ode_solutions.NUMBERS}
+        return {**numbers, "mixer": mixer, "solver": solver, "seed": seed, "accuracy": 0.8,
+                "accuracy_rk4_fine": 0.8 + shift, "accuracy_dopri5": 0.8, "cpu_model": "x", "cpu_flags": "",
+                "threads": 1, "commit": "c", "lipschitz_bound": 900.0 + seed if mixer == "ssog" else None,
+                "jacobian_norm_end": 2.0 + seed, "nfe_per_epoch": json.dumps({"0.001": [20, 26 + seed]})}
+
+    rows = [row(m, "rk4, 4 steps", s, 0.01 if m == "sdpa" else 0.0) for m in defaults.MIXERS for s in (0, 1)]
+    assert ode_solutions.ode_questions(rows) == ""  # sdpa moved by 1 point: no solver serves every mixer
+    rows += [row(m, "rk4, 8 steps", s, 0.0) for m in defaults.MIXERS for s in (0, 1)]
+    text = ode_solutions.ode_questions(rows)
+    assert text.startswith("## The trained ODE models at rk4, 8 steps")
+    ssog = next(line for line in text.splitlines() if line.startswith("| ssog |"))
+    sdpa = next(line for line in text.splitlines() if line.startswith("| sdpa |"))
+    assert "| 901 |" in ssog and "| 3 |" in ssog and "20 → 26" in ssog  # the largest bound and norm; NFE means
+    assert "no closed form" in sdpa

@@ -243,6 +243,61 @@ def cells(rows: list[dict]) -> list[dict]:
     return out
 
 
+def mean_std(values: list[float]) -> str:
+    return f"{statistics.mean(values):.3g} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.2g}"
+
+
+def ode_questions(rows: list[dict]) -> str:
+    """The paper's ODE questions on models that are solutions: one line per mixer at the cheapest training solver
+    that gives solutions for every mixer (None when there is none), over the seeds of the runs that recorded them."""
+    found = cells(rows)
+    for solver in SOLVERS:
+        mine = [c for c in found if c["solver"] == solver]
+        if len(mine) == len(MIXERS) and all(c["solution"] for c in mine):
+            break
+    else:
+        return ""
+    lines = []
+    for mixer in MIXERS:
+        runs = [r for r in rows if (r["mixer"], r["solver"]) == (mixer, solver) and r["jacobian_norm_end"] is not None]
+        if not runs:
+            continue
+        per_epoch = {k: [statistics.mean(e) for e in zip(*(json.loads(r["nfe_per_epoch"])[k] for r in runs),
+                                                         strict=True)]
+                     for k in json.loads(runs[0]["nfe_per_epoch"])}
+        lines.append(dict(
+            mixer=mixer, n=len(runs), accuracy=mean_std([100 * r["accuracy"] for r in runs]),
+            **{f"nfe_{rtol:g}": mean_std([r[f"nfe_dopri5_{rtol:g}"] for r in runs]) for rtol in NFE_RTOLS},
+            **{f"epochs_{k}": " → ".join(f"{v:.0f}" for v in values) for k, values in per_epoch.items()},
+            **{f"rate_{rtol:g}": f"{statistics.mean(r[f'dopri5_images_per_s_{rtol:g}'] for r in runs):.0f}"
+               for rtol in NFE_RTOLS},
+            bound=(f"{max(r['lipschitz_bound'] for r in runs):.3g}" if runs[0]["lipschitz_bound"] is not None
+                   else "no closed form"),
+            start=f"{max(r['jacobian_norm_start'] for r in runs):.3g}",
+            end=f"{max(r['jacobian_norm_end'] for r in runs):.3g}"))
+    columns = {"mixer": "mixer", "seeds": "n", "test % (training solver)": "accuracy",
+               **{f"dopri5 NFE {rtol:g}": f"nfe_{rtol:g}" for rtol in NFE_RTOLS},
+               **{f"NFE {rtol:g} after each epoch": f"epochs_{rtol:g}" for rtol in NFE_RTOLS},
+               **{f"img/s solved by dopri5 {rtol:g}": f"rate_{rtol:g}" for rtol in NFE_RTOLS},
+               "certified Lipschitz bound of f (max)": "bound", "measured ‖∂f/∂x‖₂ at x(0) (max)": "start",
+               "at x(T) (max)": "end"}
+    return "\n".join([
+        f"## The trained ODE models at {solver}: accuracy, NFE, Lipschitz constants, cost at matched tolerance",
+        "",
+        f"The runs of the table above at {solver}, the cheapest training solver whose models are solutions for every "
+        f"mixer. NFE: dopri5's evaluations of f per solve of a batch of {EVAL_BATCH} test images, and after each "
+        f"epoch of training on {NFE_PROBE} test images (the mean over seeds). Lipschitz: fixed SSoG's certified "
+        "bound of the whole right-hand side f = (mixer + MLP)∘LN (`lipschitz.branch_lipschitz_bound`: LayerNorm's "
+        "‖diag(γ)(I − 11ᵀ/C)‖₂/√ε times the mixer's and the MLP's spectral-norm products), and the largest "
+        f"measured ‖∂f/∂x‖₂ over {JACOBIAN_IMAGES} test images at the initial and final states "
+        "(`lipschitz.jacobian_spectral_norm`). Cost at matched tolerance: test images per second when every "
+        "model is solved by dopri5 at the same rtol = atol (measured beside the other run: rough ratios).",
+        "",
+        markdown_table(lines, columns, align="lrrrrllrrrrr"),
+        "",
+    ])
+
+
 def report(rows: list[dict]) -> str:
     """docs/results/ode_solutions.md: the command, the host, the table and which training solver is the
     cheapest that gives solutions, per mixer."""
@@ -285,7 +340,8 @@ def report(rows: list[dict]) -> str:
         "",
         *cheapest,
         "",
-    ])
+        ode_questions(rows),
+    ]).rstrip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
