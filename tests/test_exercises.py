@@ -8,11 +8,21 @@ import pytest
 from ssog_lab import viz
 from ssog_lab.viz import exercises
 
+# Exercises that ask the learner to implement a library function: their registered solution *is* the library,
+# which is refused as an answer; the notebooks' worked solutions are the accepted implementations (tested below).
+IMPLEMENTATIONS = {"01.matrix", "02.two_stage", "03.bound", "03.exact", "03.picard", "04.euler_step", "04.rk4_step"}
+
 
 @pytest.mark.parametrize("key", sorted(exercises.EXERCISES))
 def test_solution_is_accepted_and_the_wrong_answer_rejected(key):
     item = exercises.EXERCISES[key]
-    assert viz.check(key, item.solution()).status == "correct"
+    if key in IMPLEMENTATIONS:
+        # the library's function itself, and a function that looks it up and calls it when run
+        refused = [viz.check(key, answer) for answer in (item.solution(), lambda *args: item.solution()(*args))]
+        assert [v.status for v in refused] == ["wrong", "wrong"], key
+        assert all("this exercise asks you to write" in v.message for v in refused), refused
+    else:
+        assert viz.check(key, item.solution()).status == "correct"
     verdict = viz.check(key, item.wrong)
     assert verdict.status == "wrong"
     assert viz.check(key, None).status == "unanswered"
@@ -100,6 +110,8 @@ def test_the_worked_solutions_in_the_notebook_are_accepted(path):
     solved = [call for call in calls if call["var"] in namespace]
     for call in solved:
         assert viz.check(call["key"], namespace[call["var"]]).status == "correct", call["key"]
+    implementations = {key for key in IMPLEMENTATIONS if key.startswith(path.name[:2])}
+    assert implementations <= {call["key"] for call in solved}, "every implementation has a worked solution"
     assert solved or path.name[:2] in {"00"}, "implementation exercises come with solution code"
     if path.name[:2] in FULLY_SOLVED:
         assert {c["var"] for c in calls} <= set(namespace), "every check has its worked solution as code"

@@ -8,7 +8,10 @@ solution, check that it is accepted, that the registered wrong answer is rejecte
 of a notebook holds more than the call.
 
 Kinds of answer, each with its judge: a number (`close(rel)`), a set of option letters (`same_set`), and a
-function the student writes, run beside the library's on the same inputs (`same_function(inputs)`).
+function the student writes, run beside the library's on the same inputs (`same_function(inputs, forbid=…)`).
+An implementation exercise forbids the library functions it asks for: an answer that is one of them, or calls
+one while it runs, is refused, so its registered solution (the library) is refused too and the notebook's
+worked solution is the implementation the tests accept.
 """
 
 from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08  # noqa: F401  (each registers its exercises)

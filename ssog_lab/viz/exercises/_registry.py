@@ -3,7 +3,9 @@ solution, and `check` gives the verdict (the package docstring says how they are
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -27,11 +29,43 @@ def same_set(answer, expected) -> bool:
     return {str(a).strip().lower() for a in chosen} == {str(e).lower() for e in expected}
 
 
-def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float = 1e-6) -> Judge:
-    """A function the student wrote, called on `inputs()` beside the expected (library) function."""
+class CallsTheLibrary(Exception):
+    """An implementation exercise's answer that is, or calls, the library function it asks the learner to write."""
+
+
+@contextmanager
+def _forbidden(functions: tuple[Callable, ...]):
+    """Inside: every name under which a loaded ssog_lab module holds one of `functions` raises CallsTheLibrary
+    (an answer looks the library up when it runs, under whichever public or private name); restored after."""
+    replaced = []
+    for module in [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "ssog_lab" and m]:
+        for name, value in list(vars(module).items()):
+            if any(value is f for f in functions):
+                def refuse(*args, _name=f"{value.__module__}.{value.__name__}", **kwargs):
+                    raise CallsTheLibrary(f"your answer calls {_name}, the function this exercise asks you to write")
+                replaced.append((module, name, value))
+                setattr(module, name, refuse)
+    try:
+        yield
+    finally:
+        for module, name, value in replaced:
+            setattr(module, name, value)
+
+
+def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float = 1e-6,
+                  forbid: tuple[Callable, ...] = ()) -> Judge:
+    """A function the student wrote, called on `inputs()` beside the expected (library) function. `forbid`: the
+    library functions the exercise asks the learner to write; an answer that is one of them, or calls one, is
+    refused (CallsTheLibrary)."""
     def judge(answer, expected) -> bool:
         args = inputs()
-        got, want = answer(*args), expected(*args)
+        want = expected(*args)
+        itself = next((f for f in forbid if getattr(answer, "func", answer) is f), None)  # or a partial of it
+        if itself is not None:
+            raise CallsTheLibrary(f"your answer is {itself.__module__}.{itself.__name__}, the library's function: "
+                                  "this exercise asks you to write it")
+        with _forbidden(forbid):
+            got = answer(*args)
         got = torch.as_tensor(got, dtype=torch.as_tensor(want).dtype)
         return got.shape == torch.as_tensor(want).shape and bool(torch.allclose(got, torch.as_tensor(want),
                                                                               rtol=rtol, atol=atol))
@@ -77,6 +111,8 @@ def check(key: str, answer) -> Check:
     try:
         expected = item.solution()
         right = item.judge(answer, expected)
+    except CallsTheLibrary as refusal:
+        return Check("wrong", f"{refusal}. {item.hint}")
     except Exception as error:  # a learner's function that fails is a wrong answer, with the reason
         return Check("wrong", f"your answer could not be checked ({type(error).__name__}: {error}). {item.hint}")
     if not right:

@@ -3,6 +3,7 @@
 import torch
 
 from ... import ops
+from ...ops import reference
 from ..cost import flop_counts
 from ._registry import close, exercise, same_function
 
@@ -58,10 +59,14 @@ def _transposed_stages(v, mu, sigma, amp, grid):
     return y.reshape(b, heads, n, d)
 
 
-@exercise("02.two_stage", wrong=_transposed_stages, judge=same_function(_inputs),
-          hint="reshape v to (B, heads, H, W, d) (row-major: token n = r·W + c), build G_row (heads, M, H, H) and "
-               "G_col (heads, M, W, W) with ops.axis_weights, contract c′ in stage 1 and r′ with α in stage 2, "
-               "and reshape back. G[i, j] = g(i → j): the sum runs over its second index.",
+# The operator under every name the library gives it: the exercise asks for the two stages themselves.
+_OPERATORS = (ops.ssog, ops.dense_kernel, reference.ssog_reference, reference.dense_kernel_reference,
+              reference.apply_fixed, reference._fixed_separable, reference._steered_separable, reference._fixed_dense)
+
+
+@exercise("02.two_stage", wrong=_transposed_stages, judge=same_function(_inputs, forbid=_OPERATORS),
+          hint="start from the shapes: with v as (B, heads, H, W, d), which index does each 1-D Gaussian sum over, "
+               "and in which stage can the atom's amplitude α enter? Remember G[i, j] = g(i → j).",
           explain="two einsums and two reshapes: O(M·N·(H + W)·d), and never an N×N tensor.")
 def two_stage():
     return lambda v, mu, sigma, amp, grid: ops.ssog(v, mu, sigma, amp, grid)

@@ -45,7 +45,7 @@ def _frobenius_bound(mu, sigma, amp, grid):
     return (amp.abs() * norms[0] * norms[1]).sum(-1)
 
 
-@exercise("03.bound", wrong=_frobenius_bound, judge=same_function(_inputs),
+@exercise("03.bound", wrong=_frobenius_bound, judge=same_function(_inputs, forbid=(lipschitz.ssog_lipschitz_bound,)),
           hint="for every head and atom build G_row (H×H) and G_col (W×W) as in notebook 01, take their largest "
                "singular values (torch.linalg.matrix_norm(…, ord=2)), and sum |α|·‖G_row‖₂·‖G_col‖₂ over atoms.",
           explain="H×H and W×W matrices only: the bound costs nothing next to the N×N kernel.")
@@ -58,7 +58,8 @@ def _loose_exact(mu, sigma, amp, grid):
     return lipschitz.ssog_lipschitz_bound(mu, sigma, amp, grid)
 
 
-@exercise("03.exact", wrong=_loose_exact, judge=same_function(_inputs, rtol=1e-6),
+@exercise("03.exact", wrong=_loose_exact, judge=same_function(
+          _inputs, rtol=1e-6, forbid=(lipschitz.ssog_spectral_norm, lipschitz.ssog_dense_spectral_norm)),
           hint="build each head's N×N kernel K = Σ_m α_m G_row,m ⊗ G_col,m (torch.kron) and take its largest "
                "singular value; with signed amplitudes it lies below the bound.",
           explain="on a small grid the dense kernel is the reference; `lipschitz.ssog_spectral_norm` finds the "
@@ -91,9 +92,10 @@ def _riemann_iterate(func, x0, t, k):
     return current
 
 
-@exercise("03.picard", wrong=_riemann_iterate, judge=same_function(_picard_inputs, rtol=1e-9, atol=1e-12),
-          hint="start from the constant iterate x0 on every time of t, then k times: evaluate func at every "
-               "(t_i, x_k(t_i)), integrate with torch.cumulative_trapezoid(…, x=t, dim=0) and prepend x0.",
+@exercise("03.picard", wrong=_riemann_iterate,
+          judge=same_function(_picard_inputs, rtol=1e-9, atol=1e-12, forbid=(lipschitz.picard,)),
+          hint="Picard's map takes a whole trajectory to a new one: x0 plus the running integral of f along the old "
+               "trajectory. Which iterate do you start from, and what is the running integral at t₀?",
           explain="the library's `lipschitz.picard` does exactly this and returns every iterate.")
 def picard():
     return lambda func, x0, t, k: lipschitz.picard(func, x0, t, k)[k]

@@ -75,7 +75,10 @@ def _library_step(method: str):
     return lambda f, t, x, h: ode.rk_step(f, t, x, h, ode.TABLEAUS[method])
 
 
-@exercise("04.euler_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12),
+_STEPPERS = (ode.rk_step, ode.odeint, ode.solve)  # what the step exercises ask the learner to write
+
+
+@exercise("04.euler_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12, forbid=_STEPPERS),
           wrong=lambda f, t, x, h: x + f(t, x),
           hint="one Euler step moves x along the slope f(t, x) for a time h; check that h appears in your update.",
           explain="your step equals ssog_lab.ode's Euler step (the looped model's update when h = 1).")
@@ -91,7 +94,8 @@ def _rk4_missing_half(f, t, x, h):
     return x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-@exercise("04.rk4_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12), wrong=_rk4_missing_half,
+@exercise("04.rk4_step", judge=same_function(_step_inputs, rtol=1e-10, atol=1e-12, forbid=_STEPPERS),
+          wrong=_rk4_missing_half,
           hint="the classic RK4 takes k₂ and k₃ at t + h/2 from x + (h/2)·k₁ and x + (h/2)·k₂, k₄ at t + h from "
                "x + h·k₃, and weights them 1, 2, 2, 1 over 6.",
           explain="your step equals ssog_lab.ode's classic RK4 ('rk4-classic') to rounding.")
