@@ -400,8 +400,9 @@ def variant_summary(ledger: list[dict]) -> str:
         differ.append("fixed SSoG carries the guarantee and a met accuracy claim")
     else:
         differ.append("the accurate variant (steered) is not the one with the guarantee (fixed)")
-    return ("- **Guarantee**: **fixed** SSoG. Its mixer is linear in the values, with a closed-form, "
-            "data-independent Lipschitz bound (docs/DESIGN.md §2). Steered SSoG is nonlinear and has no such bound.\n"
+    return ("- **Guarantee**: **fixed** SSoG. Its mixer is linear in the values, and the whole block has a certified "
+            "closed-form Lipschitz bound with no query or key weights and no input radius in it (docs/DESIGN.md §2). "
+            "Steered SSoG and pre-LN attention are globally Lipschitz in this block too, without such a bound.\n"
             f"- **Speed** (throughput claims at 4,096 tokens): {standing('throughput')}.\n"
             f"- **Memory** (peak-memory claims at 4,096 tokens): {standing('peak memory')}.\n"
             f"- **Accuracy** (top-1 over dense attention): {accuracy}.\n"
