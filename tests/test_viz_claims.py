@@ -122,12 +122,12 @@ def test_variant_summary_lists_what_each_variant_misses():
 
 
 def bench_csv(path, ssog_params, ssog_speed=3.0, cpu_model="CPU A"):
-    header = "depth,mixer,mode,resolution,tokens,params,images_per_s,peak_mb,status,device,cpu_model"
+    header = "depth,mixer,mode,resolution,tokens,batch,params,images_per_s,peak_mb,status,device,cpu_model"
     lines = [header]
     for mixer, speed, memory, n in (("sdpa", 1.0, 100.0, params("tiny", "ode", "sdpa")),
                                     ("sdpa-math", 0.5, 500.0, params("tiny", "ode", "sdpa-math")),
                                     ("ssog", ssog_speed, 150.0, ssog_params)):
-        lines.append(f"ode,{mixer},infer,1024,4096,{n},{speed},{memory},ok,cpu,{cpu_model}")
+        lines.append(f"ode,{mixer},infer,1024,4096,1,{n},{speed},{memory},ok,cpu,{cpu_model}")
     path.mkdir(parents=True)
     (path / "bench.csv").write_text("\n".join(lines) + "\n")
 
@@ -154,8 +154,27 @@ def test_a_claim_met_on_one_host_and_missed_on_another_is_missed(tmp_path):
     bench_csv(tmp_path / "scaling_cpu_amd", params("tiny", "ode", "ssog"), ssog_speed=3.0, cpu_model="CPU A")
     speed = next(r for r in viz.claims_ledger(tmp_path) if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
     assert speed["verdict"] == "missed"
-    assert speed["measured"] == "2.00× on CPU B (missed); 3.00× on CPU A (met)"
+    assert speed["measured"] == "2.00× on CPU B, batch 1 (missed); 3.00× on CPU A, batch 1 (met)"
     assert "scaling_cpu/bench.csv" in speed["source"] and "scaling_cpu_amd/bench.csv" in speed["source"]
+
+
+def test_a_claim_whose_repeated_run_straddles_it_is_level(tmp_path):
+    bench_csv(tmp_path / "scaling_cpu", params("tiny", "ode", "ssog"), ssog_speed=3.0)
+    bench_csv(tmp_path / "scaling_cpu" / "repeat", params("tiny", "ode", "ssog"), ssog_speed=2.0)
+    speed = next(r for r in viz.claims_ledger(tmp_path) if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
+    assert speed["verdict"] == "level" and speed["measured"] == "3.00× and 2.00× on CPU A, batch 1 (two runs)"
+    bench_csv(tmp_path / "again" / "scaling_cpu", params("tiny", "ode", "ssog"), ssog_speed=3.0)
+    bench_csv(tmp_path / "again" / "scaling_cpu" / "repeat", params("tiny", "ode", "ssog"), ssog_speed=2.6)
+    speed = next(r for r in viz.claims_ledger(tmp_path / "again")
+                 if r["variant"] == "fixed" and "ode: throughput" in r["claim"])
+    assert speed["verdict"] == "met"  # both runs above 2.54×
+
+
+def test_nfe_verdict_reads_the_seeds_spread():
+    assert claims._nfe_verdict({"rtol 1e-3": "44.0 ± 0.0"}, {"rtol 1e-3": "46.0 ± 3.5"}) == "level"
+    assert claims._nfe_verdict({"rtol 1e-3": "30.0 ± 1.0"}, {"rtol 1e-3": "46.0 ± 3.5"}) == "met"
+    assert claims._nfe_verdict({"a": "30.0 ± 1.0", "b": "60 ± 2"}, {"a": "46.0 ± 3.5", "b": "40 ± 2"}) == "missed"
+    assert claims.mean_and_std("31.0 ± 1.5 (n = 2)") == (31.0, 1.5) and claims.mean_and_std("44") == (44.0, 0.0)
 
 
 def test_ledger_markdown_is_one_table_and_the_summary():
