@@ -71,3 +71,27 @@ def test_the_implementation_solutions_of_04_are_accepted_and_their_slips_rejecte
     assert viz.check("04.rk4_step", namespace["answer_5"]).status == "correct"
     assert viz.check("04.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
     assert viz.check("04.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template
+
+
+@pytest.mark.parametrize("depth", ["discrete", "looped", "ode"])
+def test_the_model_written_out_in_04_is_the_model_build_model_builds(depth):
+    """Notebook 04's plain-torch model, run on the weights of a `build_model` model with atoms moved off their
+    initialization (offsets, widths, signed amplitudes), gives its logits."""
+    import torch
+
+    from ssog_lab import models, ode
+
+    source = next(text for kind, text, _ in cells(NOTEBOOKS[4]) if kind == "code" and "def inline_forward" in text)
+    namespace = {"torch": torch, "ode": ode}
+    exec(source, namespace)  # noqa: S102 — the notebook's own code
+    torch.manual_seed(7)
+    model = models.build_model("nano", depth=depth, mixer="ssog", in_chans=1, num_classes=10, ode_step_size=0.5)
+    model = model.double().eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.mixer.mu.normal_(0, 3)
+            block.mixer.log_sigma.uniform_(-1, 1.5)
+            block.mixer.amp.normal_()
+        images = torch.randn(2, 1, 32, 32, dtype=torch.float64)
+        torch.testing.assert_close(namespace["inline_forward"](model, images, depth, step_size=0.5), model(images),
+                                   rtol=1e-9, atol=1e-12)
