@@ -22,9 +22,9 @@ def measured(tmp_path_factory):
     """Four configurations in fresh processes: two good ones, an impossible resolution, a forced failure."""
     out = tmp_path_factory.mktemp("bench")
     common = dict(preset="nano", batch=2, repeats=1, warmup=0, min_seconds=0.0)
-    configs = bench.grid(depths=("discrete",), mixers=("sdpa", "ssog"), resolutions=(32,), **common)
+    configs = bench.configurations(depths=("discrete",), mixers=("sdpa", "ssog"), resolutions=(32,), **common)
     configs += [bench.BenchConfig(depth="discrete", mixer="ssog", resolution=30, **common),  # 30 % 4 ≠ 0
-                bench.BenchConfig(setting="discrete", mixer="sdpa-math", resolution=32, **common)]  # old name
+                bench.BenchConfig(depth="discrete", mixer="sdpa-math", resolution=32, **common)]
     rows = bench.run(configs, out_dir=out, timeout=120, progress=False, fail=(3,))
     return configs, rows, out
 
@@ -95,7 +95,7 @@ def test_ratios_with_a_zero_reference_are_none():
 
 
 def test_ode_row_counts_function_evaluations():
-    row = bench.run_one(bench.BenchConfig(preset="nano", setting="ode", mixer="ssog", resolution=16, repeats=2,
+    row = bench.run_one(bench.BenchConfig(preset="nano", depth="ode", mixer="ssog", resolution=16, repeats=2,
                                           warmup=0, min_seconds=0.0, ode_steps=2, ode_method="rk4"))
     assert row["status"] == "ok" and row["nfe"] == 8 and row["repeats"] == 2
     assert row["best_images_per_s"] >= row["images_per_s"] > 0
@@ -134,15 +134,15 @@ def test_sigkill_is_reported_as_killed_not_oom():
     assert row["status"] == bench.KILLED == "killed (likely OOM)"
 
 
-def test_old_csv_with_setting_column_loads_as_depth(tmp_path):
-    path = tmp_path / "old.csv"
+def test_csv_with_a_failed_row_loads_and_tabulates(tmp_path):
+    path = tmp_path / "bench.csv"
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["setting", "mixer", "mode", "resolution", "images_per_s", "peak_mb", "status"])
+        writer.writerow(["depth", "mixer", "mode", "resolution", "images_per_s", "peak_mb", "status"])
         writer.writerows([["ode", "sdpa", "infer", "64", "2.0", "50", "ok"],
                           ["ode", "ssog", "infer", "64", "", "", "oom"]])
     rows = bench.load_csv(path)
-    assert rows[0]["depth"] == "ode" and "setting" not in rows[0] and rows[1]["images_per_s"] is None
+    assert rows[0]["depth"] == "ode" and rows[0]["images_per_s"] == 2.0 and rows[1]["images_per_s"] is None
     assert bench.ratio_table(rows)[0]["depth"] == "ode" and "| ode | infer | 64² |" in bench.results_markdown(rows)
 
 

@@ -354,14 +354,14 @@ def test_initial_twin_and_atom_change_compare_against_the_untrained_model():
 def bench_rows():
     """Rows shaped like `bench.run`'s: throughput ∝ 1/N² for attention, 1/N^1.5 for SSoG; one failure."""
     rows = []
-    for setting in ("discrete", "ode"):
+    for depth in ("discrete", "ode"):
         for resolution in (256, 512, 1024):
             n = (resolution // 16) ** 2
             for mixer, speed, memory in (("sdpa", 1e7 / n**2, 100.0), ("sdpa-math", 0.8e7 / n**2, 0.01 * n),
                                          ("ssog", 1e6 / n**1.5, 0.004 * n)):
-                rows.append(dict(setting=setting, mixer=mixer, mode="infer", resolution=resolution, tokens=n,
+                rows.append(dict(depth=depth, mixer=mixer, mode="infer", resolution=resolution, tokens=n,
                                  images_per_s=speed, peak_mb=memory, status="ok", device="cpu"))
-    rows.append(dict(setting="ode", mixer="axial", mode="infer", resolution=1024, images_per_s=None, peak_mb=None,
+    rows.append(dict(depth="ode", mixer="axial", mode="infer", resolution=1024, images_per_s=None, peak_mb=None,
                      status="oom", device="cpu"))
     return rows
 
@@ -372,10 +372,10 @@ def test_scaling_widget_draws_measurements_ratios_and_claims():
     rows = bench_rows()
     lf = viz.scaling_widget({"synthetic": rows, "empty": []})
     assert list(lf.controls["source"].options) == ["synthetic"]  # empty sources are left out
-    assert lf.controls["setting"].value == "ode" and lf.controls["view"].value.startswith("throughput vs")
+    assert lf.controls["depth"].value == "ode" and lf.controls["view"].value.startswith("throughput vs")
     ssog = lf.figure.data[list(bench.MIXERS).index("ssog")]
     expected = {r["resolution"]: r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
-                if r["setting"] == "ode" and r["mixer"] == "ssog"}
+                if r["depth"] == "ode" and r["mixer"] == "ssog"}
     assert ssog.x == (256, 1024, 4096) and ssog.y == pytest.approx([expected[x] for x in (256, 512, 1024)])
     assert ssog.y[2] == pytest.approx(2 * ssog.y[1])  # √N doubles with the resolution
     stars = lf.figure.data[-2]
@@ -385,10 +385,10 @@ def test_scaling_widget_draws_measurements_ratios_and_claims():
     lf.update(view="peak memory vs sdpa-math (×)")
     assert changed(before, trace_data(lf.figure))
     assert ssog.y == pytest.approx([0.4] * 3) and lf.figure.data[-2].y == pytest.approx([0.40])
-    lf.update(setting="discrete", view="throughput (images/s)")
+    lf.update(depth="discrete", view="throughput (images/s)")
     assert lf.figure.data[-2].x == () and lf.figure.data[-1].x == ()  # no claims or parity line on raw views
     assert lf.figure.layout.yaxis.type == "log"
-    assert ssog.y == pytest.approx([r["images_per_s"] for r in rows if r["setting"] == "discrete"
+    assert ssog.y == pytest.approx([r["images_per_s"] for r in rows if r["depth"] == "discrete"
                                     and r["mixer"] == "ssog"])
     assert "over +30% throughput" in lf.readout.value
     with pytest.raises(ValueError, match="sources"):

@@ -15,15 +15,12 @@ report (markdown and CSV writers, ratio tables), figure (plotly), params and cli
 from ..models import DEPTHS, MIXERS
 from .cli import main
 from .config import (
-                     COLUMN_ALIASES,
                      COLUMNS,
                      MEMORY_BASELINES,
                      RESOLUTIONS,
                      SDPA_MIXERS,
                      BenchConfig,
                      configurations,
-                     depth_of,
-                     grid,
 )
 from .figure import figure, save_figure
 from .measure import machine, run_one
@@ -32,8 +29,8 @@ from .report import markdown_table, operator_markdown, ratio_markdown, ratio_tab
 from .runner import KILLED, load_csv, run, run_in_subprocess, write_csv
 from .timing import Timing, cpu_time, cuda_time, cuda_time_ms
 
-__all__ = ["COLUMNS", "COLUMN_ALIASES", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "RESOLUTIONS",
+__all__ = ["COLUMNS", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "RESOLUTIONS",
            "SDPA_MIXERS", "BenchConfig", "Timing", "configurations", "cpu_time", "cuda_time", "cuda_time_ms",
-           "depth_of", "figure", "grid", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
+           "figure", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
            "operator_rows", "ratio_markdown", "ratio_table", "results_markdown", "run", "run_in_subprocess",
            "run_one", "save_figure", "write_csv"]

@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add = parser.add_argument
     add("--preset", default="tiny", choices=list(PRESETS))
-    add("--depth", "--setting", nargs="+", default=list(DEPTHS), choices=DEPTHS, help="depth forms")
+    add("--depth", nargs="+", default=list(DEPTHS), choices=DEPTHS, help="depth forms")
     add("--mixer", nargs="+", default=list(MIXERS), choices=MIXERS)
     add("--resolution", nargs="+", type=_POSITIVE, default=list(RESOLUTIONS), help="input sizes (pixels)")
     add("--batch", type=_POSITIVE, default=1, help="images per batch, the same for every configuration")

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 
 from ..models import DEPTHS, MIXERS, PRESETS
 
@@ -20,8 +20,6 @@ MACHINE_COLUMNS = ("cpu_model", "cpu_vendor", "cpu_flags", "threads", "flush_den
 COLUMNS = ("depth", "mixer", "backend", "mode", "resolution", "tokens", "batch", "params", "images_per_s",
            "seconds_per_batch", "best_images_per_s", "peak_mb", "memory_method", "nfe", "repeats", "device",
            *MACHINE_COLUMNS, "torch", "ssog_lab", "python", "status", "error")
-# Old column names still read from stored CSVs and rows: `setting` was the depth form.
-COLUMN_ALIASES = {"setting": "depth"}
 
 
 @dataclass
@@ -35,7 +33,6 @@ class BenchConfig:
     torch.set_flush_denormal(True) in the measuring process (a user's choice, recorded per row).
     overrides: ViTConfig fields for `models.build_model` on top of the preset (e.g. image_size, patch_size,
     in_chans, heads), to time a trained configuration; an ode_step_size there wins over ode_steps.
-    `setting=` is accepted as the old name of `depth`.
     """
 
     preset: str = "tiny"
@@ -54,11 +51,8 @@ class BenchConfig:
     threads: int | None = None
     flush_denormal: bool = False
     overrides: dict = dataclasses.field(default_factory=dict)
-    setting: InitVar[str | None] = None
 
-    def __post_init__(self, setting: str | None) -> None:
-        if setting is not None:
-            self.depth = setting
+    def __post_init__(self) -> None:
         for name, choices in (("preset", tuple(PRESETS)), ("depth", DEPTHS), ("mixer", MIXERS), ("mode", MODES),
                               ("ode_method", ODE_METHODS)):
             if getattr(self, name) not in choices:
@@ -120,9 +114,4 @@ def configurations(preset: str = "tiny", depths=DEPTHS, mixers=MIXERS, resolutio
             for d in depths for mode in modes for r in resolutions for m in mixers]
 
 
-grid = configurations  # the old name (a grid of configurations, not a token grid)
 
-
-def depth_of(row: dict) -> str:
-    """A row's depth form, from rows written before `setting` was renamed `depth` too."""
-    return row["depth"] if "depth" in row else row["setting"]

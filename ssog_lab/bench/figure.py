@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ..models import DEPTHS, MIXERS
 from ..style import mixer_colour
-from .config import depth_of
 
 
 def figure(rows: list[dict]):
@@ -15,7 +14,7 @@ def figure(rows: list[dict]):
     from plotly.subplots import make_subplots
 
     ok = [r for r in rows if r.get("status") == "ok"]
-    depths = [d for d in DEPTHS if any(depth_of(r) == d for r in rows)]
+    depths = [d for d in DEPTHS if any(r["depth"] == d for r in rows)]
     mixers = list(dict.fromkeys([*MIXERS, *(r["mixer"] for r in ok)]))
     fig = make_subplots(rows=2, cols=max(1, len(depths)), shared_xaxes=True, column_titles=depths,
                         vertical_spacing=0.08, horizontal_spacing=0.05)
@@ -23,7 +22,7 @@ def figure(rows: list[dict]):
         for mode in ("infer", "train"):
             for mixer in mixers:
                 points = sorted((r["resolution"], r) for r in ok
-                                if depth_of(r) == depth and r["mixer"] == mixer and r["mode"] == mode)
+                                if r["depth"] == depth and r["mixer"] == mixer and r["mode"] == mode)
                 if not points:
                     continue
                 x = [p[0] for p in points]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..models import MIXERS
-from .config import MEMORY_BASELINES, SDPA_MIXERS, depth_of
+from .config import MEMORY_BASELINES, SDPA_MIXERS
 
 Cell = str | Callable[[dict], object]
 
@@ -93,15 +93,15 @@ def ratio_table(rows: list[dict]) -> list[dict]:
     """Per (depth, mode, resolution, mixer): throughput relative to the fastest SDPA mixer (sdpa or sdpa-math,
     whichever measured faster), and peak memory relative to each of `MEMORY_BASELINES` (sdpa-math, which
     stores the N×N scores, and sdpa, PyTorch's fused choice). None where a reference or the row failed.
-    Each ratio row carries `setting` too, the old name of `depth`."""
-    index = {(depth_of(r), r["mode"], int(r["resolution"]), r["mixer"]): r for r in rows if r.get("status") == "ok"}
+"""
+    index = {(r["depth"], r["mode"], int(r["resolution"]), r["mixer"]): r for r in rows if r.get("status") == "ok"}
     out = []
     for row in rows:
-        key = (depth_of(row), row["mode"], int(row["resolution"]))
+        key = (row["depth"], row["mode"], int(row["resolution"]))
         sdpa = [index[(*key, m)] for m in SDPA_MIXERS if (*key, m) in index]
         fastest = max(sdpa, key=lambda r: float(r["images_per_s"]), default=None)
         good = row.get("status") == "ok"
-        ratio = dict(depth=key[0], setting=key[0], mode=key[1], resolution=key[2], mixer=row["mixer"],
+        ratio = dict(depth=key[0], mode=key[1], resolution=key[2], mixer=row["mixer"],
                      status=row.get("status"), images_per_s=float(row["images_per_s"]) if good else None,
                      fastest_sdpa=fastest["mixer"] if fastest else None,
                      speed_vs_fastest_sdpa=_ratio(row, fastest, "images_per_s"))
@@ -146,7 +146,7 @@ def _if_ok(text: Callable[[dict], str]) -> Callable[[dict], str]:
 def results_markdown(rows: list[dict]) -> str:
     """Markdown table of the raw rows: images/s and peak MB per configuration."""
     return markdown_table(rows, {
-        "depth": depth_of, "mode": "mode", "resolution": lambda r: f"{r['resolution']}²",
+        "depth": "depth", "mode": "mode", "resolution": lambda r: f"{r['resolution']}²",
         "tokens": _if_ok(lambda r: r.get("tokens") or ""), "mixer": "mixer",
         "backend": _if_ok(lambda r: r.get("backend") or ""),
         "images/s": _if_ok(lambda r: f"{float(r['images_per_s']):.3g}"),

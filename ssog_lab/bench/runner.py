@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from . import report
-from .config import COLUMN_ALIASES, COLUMNS, BenchConfig
+from .config import COLUMNS, BenchConfig
 
 _RESULT_TAG = "SSOG_LAB_BENCH_RESULT "
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -121,12 +121,11 @@ _NUMERIC = {"resolution": int, "tokens": int, "batch": int, "params": int, "nfe"
 
 
 def load_csv(path: str | Path) -> list[dict]:
-    """Rows of a bench.csv with numbers parsed (empty cells of failed rows become None); old column names
-    (`setting`) are read as their new ones (`depth`), and `flush_denormal` becomes a bool."""
+    """Rows of a bench.csv with numbers parsed (empty cells of failed rows become None), `flush_denormal` a bool."""
     import csv
 
     with open(path, newline="") as f:
-        rows = [{COLUMN_ALIASES.get(k, k): v for k, v in row.items()} for row in csv.DictReader(f)]
+        rows = list(csv.DictReader(f))
     for row in rows:
         for key, kind in _NUMERIC.items():
             if key in row:

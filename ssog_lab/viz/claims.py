@@ -35,7 +35,6 @@ from pathlib import Path
 import torch
 
 from .. import bench, models, repository
-from ..bench.config import depth_of
 from .scaling import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 
 RESULTS_DIR = repository.RESULTS_DIR
@@ -224,7 +223,7 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def _bench_current(row: dict) -> bool:
     """Whether a stored benchmark row's model has the parameter count today's code builds (default classes)."""
     try:
-        return int(row["params"]) in {current_parameters(p, depth_of(row), row["mixer"]) for p in models.PRESETS}
+        return int(row["params"]) in {current_parameters(p, row["depth"], row["mixer"]) for p in models.PRESETS}
     except (KeyError, TypeError, ValueError):
         return False
 
@@ -334,7 +333,7 @@ def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
                     if (path := results_dir.parent.parent / Path(source).parent / "repeat" / "bench.csv").is_file()}
     rows = []
     for claim in PAPER_CLAIMS:
-        depth = depth_of(claim)
+        depth = claim["depth"]
         measures = [("speed", "speed_vs_fastest_sdpa", "the fastest SDPA")]
         if claim.get("memory") is not None:
             measures += [("memory", "memory_vs_sdpa_math", "sdpa-math (stores the N×N scores)"),

@@ -1,6 +1,6 @@
 """Widgets for notebook 07: benchmark rows (`ssog_lab.bench`) as scaling charts, with the paper's claims beside them.
 
-Rows are those of `bench.run` / `bench.load_csv`: depth (the depth form; `setting` in older rows), mixer,
+Rows are those of `bench.run` / `bench.load_csv`: depth (the depth form), mixer,
 mode, resolution, images_per_s, peak_mb, status, …  Ratios come from `bench.ratio_table`: throughput against
 the fastest SDPA mixer at the same depth, mode and resolution, and peak memory against sdpa-math (and sdpa).
 """
@@ -13,7 +13,6 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from .. import bench
-from ..bench.config import depth_of
 from ..bench.report import markdown_table
 from ..models import DEPTHS, MIXERS
 from ..style import mixer_colour
@@ -107,12 +106,12 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
     if not sources:
         raise ValueError("sources must hold at least one set of benchmark rows with status 'ok'")
     first = next(iter(sources.values()))
-    depths = [d for d in DEPTHS if any(depth_of(r) == d for rows in sources.values() for r in rows)]
+    depths = [d for d in DEPTHS if any(r["depth"] == d for rows in sources.values() for r in rows)]
     modes = [m for m in ("infer", "train") if any(r["mode"] == m for rows in sources.values() for r in rows)]
     controls = {
         "source": widgets.Dropdown(options=list(sources), value=next(iter(sources)), description="results"),
-        "setting": widgets.Dropdown(options=depths, value="ode" if any(depth_of(r) == "ode" for r in first)
-                                    else depths[0], description="depth"),  # `setting`: the depth form
+        "depth": widgets.Dropdown(options=depths, value="ode" if any(r["depth"] == "ode" for r in first)
+                                  else depths[0], description="depth"),
         "mode": widgets.Dropdown(options=modes, value=modes[0], description="mode"),
         "view": widgets.Dropdown(options=list(VIEWS), value="throughput vs fastest SDPA (×)", description="view",
                                  layout=widgets.Layout(width="340px")),
@@ -126,9 +125,9 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
     figure.update_xaxes(type="log", title_text="tokens N (log scale; the paper's 1024² with 16-pixel patches is 4,096)")
     figure.update_layout(height=480, width=900, margin={"t": 60}, legend={"orientation": "h", "y": -0.2})
 
-    def redraw(fig: go.FigureWidget, source: str, setting: str, mode: str, view: str) -> str:
+    def redraw(fig: go.FigureWidget, source: str, depth: str, mode: str, view: str) -> str:
         key, label, scale = VIEWS[view]
-        rows = [r for r in sources[source] if depth_of(r) == setting and r["mode"] == mode]
+        rows = [r for r in sources[source] if r["depth"] == depth and r["mode"] == mode]
         resolutions = sorted({_tokens(r) for r in rows})
         for trace, mixer in zip(fig.data, MIXERS, strict=False):
             points = sorted((_tokens(r), r[key]) for r in rows
@@ -136,15 +135,15 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
             trace.x, trace.y = [p[0] for p in points], [float(p[1]) for p in points]
         ratio = key.startswith(("speed_vs_", "memory_vs_"))
         wanted = "speed" if key.startswith("speed_vs_") else "memory"
-        shown = [c for c in claims if ratio and depth_of(c) == setting and c.get(wanted) is not None]
+        shown = [c for c in claims if ratio and c["depth"] == depth and c.get(wanted) is not None]
         fig.data[-2].x = [c["tokens"] for c in shown]
         fig.data[-2].y = [c[wanted] for c in shown]
         fig.data[-2].text = [f"paper: {c[wanted]:.2f}×" for c in shown]
         span = resolutions + [c["tokens"] for c in shown]
         fig.data[-1].x, fig.data[-1].y = ([min(span), max(span)], [1.0, 1.0]) if ratio and span else ([], [])
         fig.layout.yaxis.type, fig.layout.yaxis.title = scale, label
-        fig.layout.title = f"{source}: {setting} depth, {mode}, {view}"
-        return claim_summary(raw[source], setting, mode, claims)
+        fig.layout.title = f"{source}: {depth} depth, {mode}, {view}"
+        return claim_summary(raw[source], depth, mode, claims)
 
     return LiveFigure(figure, controls, redraw)
 
@@ -158,8 +157,8 @@ def claim_summary(rows: list[dict], depth: str, mode: str = "infer",
                   claims: tuple[dict, ...] = PAPER_CLAIMS) -> str:
     """One line: at the largest measured resolution, each SSoG mixer's throughput and memory ratio
     against attention, beside the paper's claim for the depth form (which is made at 1024²)."""
-    rows = _compared([r for r in _with_ratios(rows) if depth_of(r) == depth and r["mode"] == mode])
-    claim = next((c for c in claims if depth_of(c) == depth), None)
+    rows = _compared([r for r in _with_ratios(rows) if r["depth"] == depth and r["mode"] == mode])
+    claim = next((c for c in claims if c["depth"] == depth), None)
     said = f" — paper at {claim['resolution']}²: {claim['text']}" if claim else ""
     if not rows:
         return f"no SSoG measurement with an SDPA reference for {depth}/{mode}{said}"
@@ -196,7 +195,7 @@ def claims_markdown(sources: dict[str, list[dict]], mode: str = "infer", claims:
         measured = [r for r in _with_ratios(rows) if r["mode"] == mode] if rows else []
         for claim in claims:
             lines += [dict(r, source=name, paper=claim["text"])
-                      for r in _compared([r for r in measured if depth_of(r) == depth_of(claim)])]
+                      for r in _compared([r for r in measured if r["depth"] == claim["depth"]])]
     return markdown_table(lines, {"results": "source", "depth": "depth", "resolution": lambda r: f"{r['resolution']}²",
                                   "mixer": "mixer", "throughput vs fastest SDPA": _times("speed_vs_fastest_sdpa"),
                                   "memory vs sdpa-math": _times("memory_vs_sdpa_math"),
