@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from ssog_lab import bench
+from ssog_lab.models import build_model
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,11 @@ def test_ode_row_counts_function_evaluations():
                                           warmup=0, min_seconds=0.0, ode_steps=2, ode_method="rk4"))
     assert row["status"] == "ok" and row["nfe"] == 8 and row["repeats"] == 2
     assert row["best_images_per_s"] >= row["images_per_s"] > 0
+    # Without ode_steps the ODE is solved at the library's default step size, as build_model's models are.
+    default = bench.run_one(bench.BenchConfig(preset="nano", depth="ode", mixer="ssog", resolution=16, repeats=1,
+                                              warmup=0, min_seconds=0.0))
+    step = build_model("nano", depth="ode").config.ode_step_size
+    assert default["nfe"] == 4 * round(4 / step)  # RK4: 4 evaluations per step over [0, T = 4]
 
 
 def test_operator_rows():

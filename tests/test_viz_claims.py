@@ -244,3 +244,26 @@ def test_stored_nfe_table_compares_trained_ode_models_with_sdpa(tmp_path):
     text = viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
     assert "| 83.0 ± 1.0 (n = 3) | 26.0 ± 0.0 | 80.0 (n = 2) | 89.1 → 64.1 |" in text
     assert "the models lose accuracy (sdpa 89.1 → 30.5 %; ssog 89.1 → 64.1 %)" in text
+
+
+def test_nfe_claim_is_read_on_models_that_are_solutions_of_their_ode(tmp_path):
+    """With an ODE-solutions study whose cheapest solver gives solutions for every mixer, the NFE rows read it."""
+    from ssog_lab.experiments import _jobs, ode_solutions
+
+    def row(mixer, seed, nfe_fine):
+        run = ode_solutions.Run(mixer, "rk4, 8 steps", seed)
+        numbers = {k: 1.0 for k in ode_solutions.NUMBERS}
+        return {**numbers, "mixer": mixer, "solver": run.solver, "seed": seed, "accuracy": 0.8,
+                "accuracy_rk4_fine": 0.8, "accuracy_dopri5": 0.8, "nfe_dopri5_0.001": 38.0,
+                "nfe_dopri5_1e-06": nfe_fine + seed, "nfe_per_epoch": "{}", "cpu_model": "x", "cpu_flags": "",
+                "threads": 1, "commit": "c", "model_config": json.dumps(ode_solutions.model_config(run)),
+                "train_config": "{}"}
+
+    rows = [row(m, s, {"sdpa": 100.0, "ssog": 80.0, "ssog-steered": 99.0}[m]) for m in ode_solutions.MIXERS
+            for s in (0, 1)]
+    _jobs.write_csv(rows, tmp_path / "ode_solutions.csv", ode_solutions.COLUMNS, lambda r: (r["mixer"], r["seed"]))
+    nfe = {r["variant"]: r for r in viz.claims_ledger(tmp_path) if "function evaluations" in r["claim"]}
+    # rtol 1e-3 is level everywhere (38 vs 38), so the fixed variant is level, not met; steered level too.
+    assert nfe["fixed"]["verdict"] == "level" and nfe["steered"]["verdict"] == "level"
+    assert "80.5 ± 0.7 vs sdpa 100.5 ± 0.7" in nfe["fixed"]["measured"] and "rk4, 8 steps" in nfe["fixed"]["measured"]
+    assert nfe["fixed"]["source"] == "docs/results/ode_solutions.csv"

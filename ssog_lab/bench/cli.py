@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--warmup", type=_at_least(int, 0), default=1, help="untimed batches before timing")
     add("--min-seconds", type=_at_least(float, 0.0), default=1.0, help="time at least this long (more repeats)")
     add("--timeout", type=_at_least(float, 0.0, strict=True), default=600.0, help="seconds per configuration")
-    add("--ode-steps", type=_POSITIVE, default=3, help="fixed-grid steps of the ODE over [0, T]")
+    add("--ode-steps", type=_POSITIVE, default=None,
+        help="fixed-grid steps of the ODE over [0, T] (default: the library's step size, ViTConfig.ode_step_size)")
     add("--ode-method", default="rk4", choices=ODE_METHODS)
     add("--device", default=None, help="cpu or cuda (default: cuda when available)")
     add("--threads", type=_POSITIVE, default=None, help="torch intra-op threads (default: torch's)")

@@ -26,8 +26,9 @@ COLUMNS = ("depth", "mixer", "backend", "mode", "resolution", "tokens", "batch",
 class BenchConfig:
     """One measured configuration.
 
-    depth: the depth form ("discrete", "looped", "ode"); `ode_steps` fixes the ODE's grid (step size
-    T/ode_steps, method `ode_method`), the same for every mixer. Timing repeats a batch at least `repeats`
+    depth: the depth form ("discrete", "looped", "ode"); the ODE is solved by `ode_method` with the library's
+    default step size (`ViTConfig.ode_step_size`), or with `ode_steps` equal steps over [0, T] when given, the
+    same for every mixer. Timing repeats a batch at least `repeats`
     times and until `min_seconds` have been timed (fast configurations get more samples), after `warmup`
     untimed batches. threads: torch's intra-op threads (None: torch's default). flush_denormal: call
     torch.set_flush_denormal(True) in the measuring process (a user's choice, recorded per row).
@@ -44,7 +45,7 @@ class BenchConfig:
     repeats: int = 3
     warmup: int = 1
     min_seconds: float = 1.0
-    ode_steps: int = 3
+    ode_steps: int | None = None
     ode_method: str = "rk4"
     device: str = "cpu"
     num_classes: int = 100
@@ -59,7 +60,8 @@ class BenchConfig:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         for name, low in (("resolution", 1), ("batch", 1), ("repeats", 1), ("warmup", 0), ("ode_steps", 1),
                           ("num_classes", 1)):
-            _check_int(name, getattr(self, name), low)
+            if name != "ode_steps" or self.ode_steps is not None:
+                _check_int(name, getattr(self, name), low)
         if self.threads is not None:
             check_threads(self.threads)
         check_device(self.device)

@@ -117,12 +117,13 @@ def _backend_name(config: BenchConfig, model, images) -> str:
 
 
 def _build(config: BenchConfig, device: torch.device):
-    """The model of a configuration; the ODE gets exactly ode_steps fixed-grid steps on [0, T = layers] (unless
-    config.overrides, which apply last, say otherwise)."""
+    """The model of a configuration; the ODE is solved by ode_method at the library's default step size, or with
+    exactly ode_steps fixed-grid steps on [0, T = layers] when given (config.overrides apply last)."""
     overrides = {}
     if config.depth == "ode":
-        step = PRESETS[config.preset]["layers"] / config.ode_steps
-        overrides = dict(ode_method=config.ode_method, ode_step_size=step)
+        overrides = dict(ode_method=config.ode_method)
+        if config.ode_steps is not None:
+            overrides["ode_step_size"] = PRESETS[config.preset]["layers"] / config.ode_steps
     return build_model(config.preset, depth=config.depth, mixer=config.mixer, num_classes=config.num_classes,
                        **{**overrides, **config.overrides}).to(device)
 
