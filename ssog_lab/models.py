@@ -89,6 +89,9 @@ class ViTConfig:
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).
+               The default, RK4 at step 0.5, is the cheapest grid tried whose trained models are solutions of
+               their ODE for every mixer (docs/results/ode_solutions.md); rk4_residual(T) is the matched-cost
+               wiring, one step over [0, T].
     """
 
     image_size: int = 224
@@ -106,7 +109,7 @@ class ViTConfig:
     depth: str = "discrete"
     mixer: str = "sdpa"
     ode_method: str = "rk4"
-    ode_step_size: float = 1.0
+    ode_step_size: float = 0.5
     ode_T: float | None = None
     ode_rtol: float = 1e-3
     ode_atol: float = 1e-4

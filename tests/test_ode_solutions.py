@@ -103,3 +103,46 @@ def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_soluti
     sdpa = next(line for line in text.splitlines() if line.startswith("| sdpa |"))
     assert "| 901 |" in ssog and "| 3 |" in ssog and "20 → 26" in ssog  # the largest bound and norm; NFE means
     assert "no closed form" in sdpa
+
+
+def test_the_shipped_ode_model_is_a_solution_of_its_ode():
+    """data/checkpoints/nano_ssog_ode_fashion.pt, trained through the library's default solver. Its .json records the
+    criterion on the study's 2000 test images; here, on 300 of them, dopri5 at 1e-6 moves the final features by a few
+    percent and changes no prediction except at a near-tie (top-two probabilities within 0.05: a handful of images,
+    each worth 0.33 points on 300, which is why the accuracy criterion is read on 2000)."""
+    from ssog_lab import train
+    from ssog_lab.models import build_model
+
+    path = ode_solutions.CHECKPOINT_PATH
+    model, config = train.load_model(path)
+    assert config == build_model("nano", depth="ode", mixer="ssog", in_chans=1, num_classes=10, image_size=28,
+                                 patch_size=4).config  # the library's defaults, its default solver included
+    metadata = json.loads(path.with_suffix(".json").read_text())
+    assert abs(metadata["test_accuracy"] - metadata["test_accuracy_dopri5"]) <= ode_solutions.CRITERION_POINTS / 100
+    try:
+        images, labels = ode_solutions.test_tensors()
+    except FileNotFoundError as missing:  # Fashion-MNIST comes from a Debian package (make test installs it)
+        pytest.skip(str(missing))
+    images, labels = images[:300], labels[:300]
+    own = ode_solutions.solve_all(model, images, labels)
+    fine = ode_solutions.solve_all(model, images, labels, ode_method="dopri5", ode_rtol=1e-6, ode_atol=1e-6)
+    assert ode_solutions.relative_distance(own["features"], fine["features"]) < 0.05
+    with torch.no_grad():
+        probabilities = [model.head(model.norm(r["features"]).mean(dim=1)).softmax(-1) for r in (own, fine)]
+    top_two = probabilities[0].topk(2).values  # (300, 2)
+    changed = probabilities[0].argmax(-1) != probabilities[1].argmax(-1)
+    assert changed.sum() <= 5 and (top_two[changed, 0] - top_two[changed, 1] < 0.05).all()
+
+
+def test_the_shipped_one_step_model_is_no_solution():
+    """Its twin trained through one RK4 step (models.rk4_residual), shipped to show the difference: its .json records
+    an accuracy change under dopri5 beyond the criterion and final features tens of percent away."""
+    from ssog_lab import train
+    from ssog_lab.models import rk4_residual
+
+    path = ode_solutions.RESIDUAL_CHECKPOINT_PATH
+    _, config = train.load_model(path)
+    assert (config.ode_method, config.ode_step_size) == tuple(rk4_residual(config.end_time).values())
+    metadata = json.loads(path.with_suffix(".json").read_text())
+    assert abs(metadata["test_accuracy"] - metadata["test_accuracy_dopri5"]) > ode_solutions.CRITERION_POINTS / 100
+    assert metadata["feature_distance_dopri5"] > 0.1

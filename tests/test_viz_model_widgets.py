@@ -439,3 +439,26 @@ def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
     assert "ssog needs 6 fewer evaluations than sdpa (26 against 32); its NFE is down 6 with training" in text
     same = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 38}), "ssog": ({1e-3: 32}, {1e-3: 38})})
     assert "the same NFE as sdpa" in same and "up 6 with training" in same
+
+
+def test_solver_independence_widget_follows_image_and_tolerance():
+    from ssog_lab.models import build_model, rk4_residual
+
+    torch.manual_seed(0)
+    options = dict(depth="ode", mixer="ssog", in_chans=1, num_classes=3, image_size=16, patch_size=4, layers=2)
+    models = {"default solver": build_model("nano", **options).eval(),
+              "one RK4 step": build_model("nano", **options, **rk4_residual(2.0)).eval()}
+    images, labels = torch.randn(4, 1, 16, 16), torch.tensor([0, 1, 2, 0])
+    lf = viz.solver_independence_widget(models, images, labels, ["a", "b", "c"])
+    for image, rtol in ((0, 1e-3), (2, 1e-6)):
+        text = lf.update(image=image, rtol=rtol)
+        for i, model in enumerate(models.values()):
+            own = viz.solve_logits(model, images)[0].softmax(-1)[image]
+            fine, nfe = viz.solve_logits(model, images, ode_method="dopri5", ode_rtol=rtol, ode_atol=rtol)
+            assert np.allclose(lf.figure.data[2 * i].y, own.numpy(), atol=1e-6)
+            assert np.allclose(lf.figure.data[2 * i + 1].y, fine.softmax(-1)[image].numpy(), atol=1e-6)
+            assert f"dopri5 NFE {nfe}" in text
+        assert f"test image {image}" in text and "answers moved" in text
+    assert models["one RK4 step"].config.ode_step_size == 2.0  # each model's own solver left as it was
+    with pytest.raises(ValueError, match="images must be"):
+        viz.solver_independence_widget(models, images, labels[:2], ["a", "b", "c"])

@@ -10,6 +10,7 @@ training solver's fields:
 
     python -m ssog_lab.experiments.ode_solutions run --jobs 2   # resumable: docs/results/ode_solutions.{csv,md}
     python -m ssog_lab.experiments.ode_solutions report         # the markdown again from the CSV
+    python -m ssog_lab.experiments.ode_solutions checkpoint     # the shipped ODE model (`make checkpoints`)
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from pathlib import Path
 
 import torch
 
-from .. import lipschitz
+from .. import lipschitz, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
-from ..models import build_model, rk4_residual
+from ..models import ViT, ViTConfig, preset_config, rk4_residual
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
+from ..train.checkpoint import save_weights
 from . import _jobs
 from .defaults import DATASETS, EPOCHS, IMAGE_SIZE, MIXERS, inference_rate, load
 
@@ -55,6 +57,11 @@ EVAL_BATCH = 500
 CSV_PATH = Path("docs/results/ode_solutions.csv")
 REPORT_PATH = Path("docs/results/ode_solutions.md")
 WEIGHTS_DIR = Path("runs/ode_solutions")
+# The shipped ODE models, runs of this study's recipe: fixed SSoG trained through the library's default solver (a
+# solution of its ODE), and through one RK4 step (the matched-cost wiring, which is not) to show the difference.
+CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_ode_fashion.pt"
+RESIDUAL_CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_rk4_residual_fashion.pt"
+CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", "rk4, 8 steps", 0), RESIDUAL_CHECKPOINT_PATH: ("ssog", "rk4, 1 step", 0)}
 
 
 @dataclass(frozen=True)
@@ -78,9 +85,19 @@ def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
     if run.solver not in SOLVERS:
         raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {run.solver!r}")
     torch.manual_seed(run.seed)
-    model = build_model("nano", depth="ode", mixer=run.mixer, in_chans=1, num_classes=10, image_size=IMAGE_SIZE,
-                        patch_size=IMAGE_SIZE // GRID, **SOLVERS[run.solver])
-    return model, TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
+    return ViT(ViTConfig(**model_config(run))), TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
+
+
+def model_config(run: Run) -> dict:
+    """The ViTConfig fields of `model_and_recipe(run)`'s model, without building it."""
+    return dataclasses.asdict(preset_config("nano", depth="ode", mixer=run.mixer, in_chans=1, num_classes=10,
+                                            image_size=IMAGE_SIZE, patch_size=IMAGE_SIZE // GRID,
+                                            **SOLVERS[run.solver]))
+
+
+def is_current(row: dict) -> bool:
+    """A stored run is current when today's code builds the model it trained (a default changed since: not)."""
+    return json.loads(row["model_config"]) == model_config(Run(row["mixer"], row["solver"], row["seed"]))
 
 
 def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, **solver) -> dict:
@@ -143,13 +160,51 @@ def weights_path(run: Run) -> Path:
     return WEIGHTS_DIR / f"{run.mixer}-{run.solver.replace(', ', '-').replace(' ', '-')}-seed{run.seed}.pt"
 
 
+def test_tensors() -> tuple[torch.Tensor, torch.Tensor]:
+    """The study's test images (2000, 1, 28, 28) and labels (2000,)."""
+    _, test = load(DATASET)
+    return (torch.stack([test[i][0] for i in range(len(test))]),
+            torch.tensor([int(test[i][1]) for i in range(len(test))]))
+
+
+def export_checkpoint(path: Path = CHECKPOINT_PATH, from_study: bool = False) -> dict:
+    """Train the model of CHECKPOINTS[path] (or, with from_study, load the weights this study's run of it kept) and
+    write it as a weights-only file that `train.load_model` reads, with a .json beside it: its test accuracy under
+    its own solver and under dopri5 at FINE_RTOL on the study's test images, and how it was made. Returns the .json."""
+    run = Run(*CHECKPOINTS[path])
+    model, recipe = model_and_recipe(run)
+    started = time.perf_counter()
+    if from_study:
+        model.load_state_dict(torch.load(weights_path(run)))
+    else:
+        train, test = load(DATASET)
+        fit(model, train, test, recipe)
+    model.eval()
+    images, labels = test_tensors()
+    own, fine = solve_all(model, images, labels), solve_all(model, images, labels, ode_method="dopri5",
+                                                             ode_rtol=FINE_RTOL, ode_atol=FINE_RTOL)
+    command = "python -m ssog_lab.experiments.ode_solutions checkpoint"  # makes every file of CHECKPOINTS
+    split = f"test ({len(labels)} images of the Fashion-MNIST subset of experiments.defaults)"
+    numbers = dict(test_accuracy=own["accuracy"], test_accuracy_dopri5=fine["accuracy"],
+                   feature_distance_dopri5=relative_distance(own["features"], fine["features"]))
+    host = machine()
+    metadata = dict(preset="nano", depth="ode", mixer=run.mixer, solver=run.solver, seed=run.seed,
+                    dataset=f"fashion-mnist subset ({DATASETS[DATASET][1]} training images)", eval_split=split,
+                    **numbers, fine_solver=f"dopri5, rtol = atol = {FINE_RTOL:g}",
+                    train_seconds=None if from_study else time.perf_counter() - started,
+                    train_config=dataclasses.asdict(recipe), command=command, commit=git_commit(),
+                    torch=torch.__version__, machine=f"{host['cpu_model']} ({host['cpu_flags']}), one thread")
+    save_weights(model, path, **numbers, eval_split=split, command=command, train_config=dataclasses.asdict(recipe))
+    atomic_write(path.with_suffix(".json"), json.dumps(metadata, indent=1, allow_nan=False) + "\n")
+    return metadata
+
+
 def run_one(run: Run) -> dict:
     """Train one model (recording dopri5's NFE after every epoch), then solve it again with the finer solvers;
     the CSV row. The trained weights go to weights_path(run)."""
     train, test = load(DATASET)
     model, recipe = model_and_recipe(run)
-    images = torch.stack([test[i][0] for i in range(len(test))])  # (2000, 1, 28, 28)
-    labels = torch.tensor([int(test[i][1]) for i in range(len(test))])
+    images, labels = test_tensors()
     nfe_per_epoch = {f"{rtol:g}": [] for rtol in NFE_RTOLS}
 
     def record_nfe(record: dict) -> None:
@@ -239,6 +294,8 @@ def cells(rows: list[dict]) -> list[dict]:
                         worst_shift=max(shifts), solution=max(shifts) <= CRITERION_POINTS,
                         distance=max(r["distance_dopri5"] for r in mine), nfe_train=mean("nfe_train"),
                         **{f"nfe_{rtol:g}": mean(f"nfe_dopri5_{rtol:g}") for rtol in NFE_RTOLS},
+                        **{f"nfe_{rtol:g}_std": statistics.stdev(r[f"nfe_dopri5_{rtol:g}"] for r in mine)
+                           if len(mine) > 1 else 0.0 for rtol in NFE_RTOLS},
                         train=mean("train_images_per_s"), infer=mean("infer_images_per_s")))
     return out
 
@@ -247,15 +304,20 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3g} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.2g}"
 
 
-def ode_questions(rows: list[dict]) -> str:
-    """The paper's ODE questions on models that are solutions: one line per mixer at the cheapest training solver
-    that gives solutions for every mixer (None when there is none), over the seeds of the runs that recorded them."""
-    found = cells(rows)
+def solution_solver(found: list[dict]) -> str | None:
+    """The cheapest training solver (in SOLVERS' order) whose cell is a solution for every mixer, from `cells`."""
     for solver in SOLVERS:
         mine = [c for c in found if c["solver"] == solver]
         if len(mine) == len(MIXERS) and all(c["solution"] for c in mine):
-            break
-    else:
+            return solver
+    return None
+
+
+def ode_questions(rows: list[dict]) -> str:
+    """The paper's ODE questions on models that are solutions: one line per mixer at `solution_solver`, over the
+    seeds of the runs that recorded them; empty when no solver gives solutions for every mixer."""
+    solver = solution_solver(cells(rows))
+    if solver is None:
         return ""
     lines = []
     for mixer in MIXERS:
@@ -352,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--jobs", type=int, default=2, help="single-thread processes at once (one per core)")
     run.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     sub.add_parser("report", help="write the markdown from the CSV")
+    checkpoint = sub.add_parser("checkpoint", help="train and write the shipped ODE models: "
+                                + ", ".join(path.name for path in CHECKPOINTS))
+    checkpoint.add_argument("--from-study", action="store_true",
+                            help="load the weights this study's run of the same recipe kept instead of training")
     one = sub.add_parser("one", help="one run in this process; prints its CSV row as JSON")
     one.add_argument("mixer", choices=MIXERS)
     one.add_argument("solver", choices=list(SOLVERS))
@@ -360,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "one":
         torch.set_num_threads(1)
         print(json.dumps(run_one(Run(args.mixer, args.solver, args.seed))))
+        return 0
+    if args.command == "checkpoint":
+        torch.set_num_threads(1)
+        for path in CHECKPOINTS:
+            print(json.dumps(export_checkpoint(path, from_study=args.from_study)))
         return 0
     failures = execute(plan(seeds=args.seeds), args.jobs) if args.command == "run" else 0
     if rows := read_rows():

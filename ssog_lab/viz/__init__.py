@@ -47,6 +47,8 @@ from .depth import (
     parameter_widget,
     relative_error,
     solve_and_count,
+    solve_logits,
+    solver_independence_widget,
     solver_widget,
     stored_nfe_markdown,
     trajectory_widget,
@@ -121,8 +123,8 @@ __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_che
             "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]
 __all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
-__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solver_widget",
-            "trajectory_widget"]
+__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solve_logits",
+            "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
 __all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]

@@ -6,6 +6,7 @@ same code compares the library's own fixed-grid solvers (`ssog_lab.ode`) with to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -131,6 +132,71 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
         setting = f"rtol = {rtol:g}" if adaptive else f"{steps} step(s) of h = {end_time / steps:g}"
         return (f"<b>{solver}</b>, {setting}: NFE = {nfe}, relative error = {error:.2e}; "
                 f"worst token error {per_token.max():.2e}")
+
+    return LiveFigure(figure, controls, redraw)
+
+
+def solve_logits(model, images: Tensor, **solver) -> tuple[Tensor, int]:
+    """Logits (B, classes) of an ODE model on images (B, C, H, W) solved with `solver` (ViTConfig ode_* fields; none:
+    the model's own, the one it was trained through), and the NFE of that solve. The model's config is restored."""
+    trained = model.config
+    model.config = dataclasses.replace(trained, **solver)
+    try:
+        with torch.no_grad():
+            return model(images), model.nfe
+    finally:
+        model.config = trained
+
+
+def solver_independence_widget(models: dict[str, torch.nn.Module], images: Tensor, labels: Tensor,
+                               classes: list[str], rtol: float = 1e-3) -> LiveFigure:
+    """Solve trained ODE models again with dopri5 at a tolerance you pick and watch whether their answer moves.
+
+    models: name -> ODE ViT (eval mode); images (K, C, H, W) and labels (K,) a few test images; classes their names.
+    One panel per model: the class probabilities of the chosen image under the model's own training solver (outline)
+    and under dopri5 at `rtol` (filled). The readout gives each model's prediction and its accuracy over the K
+    images under both, with dopri5's NFE. A model that is a solution of its ODE keeps its answers at every
+    tolerance; one trained through a coarse grid learned that grid's map, and its answers move.
+    """
+    if images.dim() != 4 or labels.shape != images.shape[:1]:
+        raise ValueError(f"images must be (K, C, H, W) and labels (K,), got {tuple(images.shape)} and "
+                         f"{tuple(labels.shape)}")
+    own = {name: solve_logits(model, images)[0].softmax(-1) for name, model in models.items()}  # (K, classes) each
+    solved: dict[float, dict[str, tuple[Tensor, int]]] = {}  # rtol -> name -> (probabilities (K, classes), NFE)
+    controls = {
+        "image": widgets.IntSlider(min=0, max=len(images) - 1, value=0, description="test image",
+                                   continuous_update=False),
+        "rtol": widgets.SelectionSlider(options=TOLERANCES[:7], value=rtol, description="dopri5 rtol",
+                                        continuous_update=False, style={"description_width": "80px"}),
+    }
+    figure = make_subplots(rows=1, cols=len(models), subplot_titles=list(models), horizontal_spacing=0.08)
+    for col in range(1, len(models) + 1):
+        figure.add_trace(go.Bar(x=classes, name="own training solver", showlegend=col == 1,
+                                marker={"color": "rgba(0,0,0,0)", "line": {"color": "black", "width": 2}}),
+                         row=1, col=col)
+        figure.add_trace(go.Bar(x=classes, name="dopri5 at the chosen rtol", showlegend=col == 1,
+                                marker={"color": series_colour(1), "opacity": 0.6}), row=1, col=col)
+        figure.update_yaxes(range=[0, 1], title_text="probability" if col == 1 else None, row=1, col=col)
+    figure.update_layout(barmode="overlay", height=400, width=980, margin={"t": 50},
+                         legend={"orientation": "h", "y": -0.35})
+
+    def redraw(fig: go.FigureWidget, image: int, rtol: float) -> str:
+        if rtol not in solved:
+            solved[rtol] = {}
+            for name, model in models.items():
+                logits, nfe = solve_logits(model, images, ode_method="dopri5", ode_solver="torchdiffeq",
+                                           ode_rtol=rtol, ode_atol=rtol)
+                solved[rtol][name] = logits.softmax(-1), nfe
+        lines = [f"test image {image}: <b>{classes[int(labels[image])]}</b>"]
+        for i, name in enumerate(models):
+            fine, nfe = solved[rtol][name]
+            fig.data[2 * i].y, fig.data[2 * i + 1].y = as_array(own[name][image]), as_array(fine[image])
+            accuracy = [100 * (p.argmax(-1) == labels).double().mean().item() for p in (own[name], fine)]
+            moved = (own[name].argmax(-1) != fine.argmax(-1)).sum().item()
+            lines.append(f"<b>{name}</b>: predicts {classes[int(own[name][image].argmax())]} → "
+                         f"{classes[int(fine[image].argmax())]}; accuracy on {len(images)} images "
+                         f"{accuracy[0]:.1f} % → {accuracy[1]:.1f} % ({moved} answers moved), dopri5 NFE {nfe}")
+        return "<br>".join(lines)
 
     return LiveFigure(figure, controls, redraw)
 
