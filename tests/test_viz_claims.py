@@ -218,34 +218,6 @@ def test_mean_std_is_the_sample_std():
     assert math.isnan(claims.mean_std([0.5])[1])
 
 
-def test_stored_nfe_table_compares_trained_ode_models_with_sdpa(tmp_path):
-    assert "No trained ODE model's NFE is committed yet" in viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
-    nfe_columns = "| dopri5 NFE, rtol 1e-3 | dopri5 NFE, rtol 1e-5 |"
-    lines = FASHION.splitlines()
-    lines[4] += nfe_columns[1:]
-    lines[5] += "---|---|"
-    for i, cells in ((6, "— | — |"), (9, "32.0 ± 2.0 | 80.0 | "), (10, "26.0 ± 0.0 | 80.0 (n = 2) |"), (11, "– | – |")):
-        lines[i] += " " + cells
-    (tmp_path / "accuracy_fashion.md").write_text("\n".join(lines) + "\n")
-    text = viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
-    table = [line for line in text.splitlines() if line.startswith("| accuracy_fashion.md")]
-    assert [line.split("|")[2].strip() for line in table] == ["sdpa", "ssog"]  # only rows with a measured NFE
-    assert "| 83.0 ± 1.0 (n = 3) | 26.0 ± 0.0 | 80.0 (n = 2) |" in table[1]
-    assert "- dopri5 NFE, rtol 1e-3: trained ssog needs 6 fewer evaluations than sdpa on average (26 against 32" in text
-    assert "- dopri5 NFE, rtol 1e-5: trained ssog needs the same NFE as sdpa on average (80 against 80" in text
-    assert text.index("rtol 1e-3: trained") < text.index("rtol 1e-5: trained")  # the looser tolerance first
-    assert "trained RK4 → dopri5" not in text  # no solver-accuracy column stored: none shown
-    # The sweep's column of accuracy with the trained solver → with dopri5 is carried into the table and a sentence.
-    lines[4] += " accuracy %, 256 test images: trained RK4 → dopri5 (rtol 1e-3) |"
-    lines[5] += "---|"
-    for i, cells in ((6, "— |"), (9, "89.1 → 30.5 |"), (10, "89.1 → 64.1 |"), (11, "– |")):
-        lines[i] += " " + cells
-    (tmp_path / "accuracy_fashion.md").write_text("\n".join(lines) + "\n")
-    text = viz.stored_nfe_markdown(viz.accuracy_results(tmp_path))
-    assert "| 83.0 ± 1.0 (n = 3) | 26.0 ± 0.0 | 80.0 (n = 2) | 89.1 → 64.1 |" in text
-    assert "the models lose accuracy (sdpa 89.1 → 30.5 %; ssog 89.1 → 64.1 %)" in text
-
-
 def test_nfe_claim_is_read_on_models_that_are_solutions_of_their_ode(tmp_path):
     """With an ODE-solutions study whose cheapest solver gives solutions for every mixer, the NFE rows read it."""
     from ssog_lab.experiments import _jobs, ode_solutions

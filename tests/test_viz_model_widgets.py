@@ -120,7 +120,7 @@ def test_trajectory_widget_on_real_models_shows_looped_is_euler():
     kwargs = dict(in_chans=1, num_classes=10, dim=16, layers=2, heads=2)
     looped = models.build_model("nano", depth="looped", mixer="ssog", **kwargs).double()
     euler = models.build_model("nano", depth="ode", mixer="ssog", ode_solver="ssog_lab", ode_method="euler",
-                               **kwargs).double()
+                               ode_step_size=1.0, **kwargs).double()
     euler.load_state_dict(looped.state_dict())
     images = torch.randn(1, 1, 32, 32, dtype=torch.float64)
     with torch.no_grad():

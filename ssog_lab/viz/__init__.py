@@ -50,7 +50,6 @@ from .depth import (
     solve_logits,
     solver_independence_widget,
     solver_widget,
-    stored_nfe_markdown,
     trajectory_widget,
 )
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
@@ -129,7 +128,7 @@ __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_resul
             "results_widget"]
 __all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]
 __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
-            "ode_nfe_markdown", "stored_nfe_markdown"]
+            "ode_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "cpu_result_folders", "host_label", "scaling_widget",

@@ -367,8 +367,8 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
             nfe = {f"dopri5 NFE, rtol {r:g}": cell(mine, r) for r in ode_solutions.NFE_RTOLS}
             base_nfe = {f"dopri5 NFE, rtol {r:g}": cell(base, r) for r in ode_solutions.NFE_RTOLS}
             measured = "; ".join(f"{k}: {nfe[k]} vs sdpa {base_nfe[k]}" for k in nfe) + (
-                f" (n = {mine['n']} seeds; Fashion-MNIST subset, 7×7 tokens; models trained through {solver}, "
-                "solutions of their ODE)")
+                f" ({mine['n']} seed{'s' if mine['n'] > 1 else ''}; Fashion-MNIST subset, 7×7 tokens; models trained "
+                f"through {solver}, solutions of their ODE)")
             rows.append(_row(text, variant, measured, _nfe_verdict(nfe, base_nfe),
                              f"docs/results/{ode_solutions.CSV_PATH.name}"))
         return rows

@@ -7,8 +7,6 @@ same code compares the library's own fixed-grid solvers (`ssog_lab.ode`) with to
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 
 import ipywidgets as widgets
 import numpy as np
@@ -22,7 +20,6 @@ from ..bench.report import markdown_table
 from ..models import Dynamics
 from ..style import series_colour
 from ._base import LiveFigure
-from .claims import first_number, mean_std
 from .common import as_array, heatmap, image_axes
 
 # Label -> (library, method). Fixed-grid methods take a step count; dopri5 (adaptive) takes a tolerance.
@@ -374,54 +371,3 @@ def parameter_widget(rows: list[dict]) -> LiveFigure:
         return f"<b>{preset}</b>: " + "; ".join(lines)
 
     return LiveFigure(figure, controls, redraw)
-
-
-SOLVER_ACCURACY = "accuracy % on the NFE images: trained RK4 → dopri5"
-
-
-def stored_nfe_markdown(results: list[dict], baseline: str = "sdpa") -> str:
-    """Markdown: dopri5's NFE of the committed *trained* ODE models — the rows of `accuracy_results` at the current
-    code that carry NFE columns (the Fashion-MNIST sweep's) — one table row per configuration, then one sentence
-    per NFE column and mixer comparing its mean with `baseline`'s in the same table. One line when there are none."""
-    rows = [r for r in results if r.get("current") and r.get("nfe")]
-    if not rows:
-        return ("No trained ODE model's NFE is committed yet (the Fashion-MNIST sweep measures it after each ODE run: "
-                "docs/results/accuracy_fashion.md).")
-    def rtol(column: str) -> float:  # "dopri5 NFE, rtol 1e-3" -> 1e-3 (looser tolerances first)
-        match = re.search(r"rtol\s*([0-9.]+(?:e-?\d+)?)", column)
-        return float(match.group(1)) if match else 0.0
-
-    columns = sorted({k for r in rows for k in r["nfe"]}, key=rtol, reverse=True)
-
-    def table_of(row: dict) -> str:
-        return f"{row['source']} · {row['group']}"
-
-    def accuracy(row: dict) -> str:
-        mean, std = mean_std([100 * v for v in row["values"]])
-        # one decimal: the per-seed values the rows carry are stored to 0.1 points
-        return f"{mean:.1f}" + (f" ± {std:.1f}" if math.isfinite(std) else "") + f" (n = {len(row['values'])})"
-
-    spec = {"results": table_of, "mixer": "mixer", "test accuracy %": accuracy,
-            **{c: (lambda c: lambda r: r["nfe"].get(c, "–"))(c) for c in columns}}
-    solved = [r for r in rows if r.get("solver_accuracy")]
-    if solved:  # accuracy with the solver the model was trained with → with dopri5 (the sweep's nfe.json)
-        spec[SOLVER_ACCURACY] = lambda r: r.get("solver_accuracy") or "–"
-    text = markdown_table(rows, spec, align="llr" + "r" * (len(spec) - 3))
-    words = []
-    for column in columns:
-        for row in rows:
-            base = next((b for b in rows if b["mixer"] == baseline and table_of(b) == table_of(row)), None)
-            if row["mixer"] == baseline or base is None or column not in row["nfe"] or column not in base["nfe"]:
-                continue
-            mine, theirs = first_number(row["nfe"][column]), first_number(base["nfe"][column])
-            versus = "the same NFE as" if mine == theirs else (
-                f"{abs(mine - theirs):g} {'more' if mine > theirs else 'fewer'} evaluations than")
-            words.append(f"- {column}: trained {row['mixer']} needs {versus} {baseline} on average "
-                         f"({mine:g} against {theirs:g}; {table_of(row)}).")
-    if solved:
-        lost = "; ".join(f"{r['mixer']} {r['solver_accuracy']} %" for r in solved)
-        words.append("- Solved accurately by dopri5 instead of the fixed RK4 step they were trained through, the "
-                     f"models lose accuracy ({lost}): "
-                     "training fitted that step's map, not a solution of dx/dt = f(x), so these NFE say how hard "
-                     "each learned vector field is to integrate, not what the model costs as trained.")
-    return text + ("\n\n" + "\n".join(words) if words else "")
