@@ -93,11 +93,13 @@ def token_axes(figure: go.Figure, subplots: tuple[int, ...]) -> None:
 
 def initial_twin(model, seed: int = 0):
     """The same architecture (`model.config`) built under `torch.manual_seed(seed)` and left untrained: the
-    initialization a training run with that seed started from (the train CLI seeds before it builds)."""
+    initialization a training run with that seed started from (the train CLI seeds before it builds). The caller's
+    random state is left as it was, so re-running a cell that calls this gives the same results."""
     from ..models import ViT
 
-    torch.manual_seed(seed)
-    return ViT(model.config).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ViT(model.config).eval()
 
 
 def atom_change(model, initial) -> list[dict]:
