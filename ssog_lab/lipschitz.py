@@ -121,8 +121,9 @@ def branch_lipschitz_bound(branch: nn.Module, grid: tuple[int, int]) -> dict[str
 
     f = (mixer + MLP) ∘ LN, so L_f ≤ L_LN · (L_mixer + L_MLP), each factor in closed form:
         LN     ‖diag(γ)·(I − 11ᵀ/C)‖₂ / √ε  (≤ max|γ|/√ε): LN's Jacobian at a token is
-               diag(γ)·(I − 11ᵀ/C − ûûᵀ) / √(var + ε), û its unit centred direction; the value is reached as
-               var → 0 with û orthogonal to the top singular vector;
+               diag(γ)·(I − 11ᵀ/C − var/(var + ε)·ûûᵀ) / √(var + ε), û its unit centred direction, whose
+               norm is at most this value and reaches it at a constant token (var = 0). LN acts token by token,
+               so the (N, C) map's Jacobian is block-diagonal and has the same norm;
         mixer  ‖W_O‖₂ · max_h ‖K_h‖₂ · ‖W_V‖₂   (proj ∘ (⊕_h K_h ⊗ I_d) ∘ value; ‖K_h‖₂ by the closed-form
                bound of `ssog_lipschitz_bound`);
         MLP    ‖W_2‖₂ · GELU_MAX_SLOPE · ‖W_1‖₂.
@@ -140,7 +141,7 @@ def branch_lipschitz_bound(branch: nn.Module, grid: tuple[int, int]) -> dict[str
         norm2 = lambda w: torch.linalg.matrix_norm(w.double(), ord=2).item()  # noqa: E731
         mu, sigma, amp = (t.double() for t in mixer.atom_parameters())
         gamma = branch.norm.weight.double()
-        centring = torch.eye(len(gamma), dtype=gamma.dtype) - 1 / len(gamma)  # (C, C): I − 11ᵀ/C
+        centring = torch.eye(len(gamma), dtype=gamma.dtype, device=gamma.device) - 1 / len(gamma)  # I − 11ᵀ/C
         parts = dict(layernorm=norm2(gamma[:, None] * centring) / math.sqrt(branch.norm.eps),
                      value=norm2(mixer.value.weight), kernel=ssog_lipschitz_bound(mu, sigma, amp, grid).max().item(),
                      proj=norm2(mixer.proj.weight), mlp_in=norm2(fc1.weight), gelu=GELU_MAX_SLOPE,

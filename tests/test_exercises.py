@@ -37,6 +37,24 @@ def test_solution_is_accepted_and_the_wrong_answer_rejected(key):
             assert not alone, text
 
 
+def test_a_call_to_the_library_is_refused_under_any_name():
+    """The refusal follows the function's code, not its name: an alias, a closure, an error swallowed after the
+    call. A worked solution that only uses other library functions (ops.axis_weights) is still accepted."""
+    from ssog_lab.lipschitz import ssog_lipschitz_bound as alias
+
+    def swallowing(*args):
+        try:
+            alias(*args)
+        except Exception:  # noqa: BLE001 — the learner's code, not the library's
+            pass
+        return exercises.EXERCISES["03.bound"].wrong(*args)
+
+    for answer in (lambda *args: alias(*args), swallowing):
+        verdict = viz.check("03.bound", answer)
+        assert verdict.status == "wrong" and "your answer calls ssog_lab.lipschitz.ssog_lipschitz_bound" in \
+            verdict.message
+
+
 def test_the_mechanism_judges_numbers_sets_and_functions():
     import torch
 

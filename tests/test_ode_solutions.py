@@ -107,7 +107,8 @@ def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_soluti
     assert "images/s when both are solved to the same tolerance: 1.00× at 0.001, 1.00× at 1e-06" in text
     assert "certified bound of f (901) is 300× the largest ‖∂f/∂x‖₂ measured" in text  # 901 / max(1, 2 + 1)
     assert ode_solutions.compare([30, 31], [40, 41]) == "fewer"
-    assert ode_solutions.compare([40.2], [40.5, 39.5]) == "level"
+    assert ode_solutions.compare([40.2, 40.0], [40.5, 39.5]) == "level"
+    assert ode_solutions.compare([30.0], [40.5, 39.5]) == "not scored (1 seed)"
 
 
 def test_the_shipped_ode_model_is_a_solution_of_its_ode():

@@ -175,6 +175,7 @@ def test_nfe_verdict_reads_the_seeds_spread():
     assert claims._nfe_verdict({"rtol 1e-3": "30.0 ± 1.0"}, {"rtol 1e-3": "46.0 ± 3.5"}) == "met"
     assert claims._nfe_verdict({"a": "30.0 ± 1.0", "b": "60 ± 2"}, {"a": "46.0 ± 3.5", "b": "40 ± 2"}) == "missed"
     assert claims.mean_and_std("31.0 ± 1.5 (n = 2)") == (31.0, 1.5) and claims.mean_and_std("44") == (44.0, 0.0)
+    assert claims._nfe_verdict({"a": "30.0 (1 seed)"}, {"a": "46.0 ± 3.5"}) == "not measured"  # its noise unknown
 
 
 def test_ledger_markdown_is_one_table_and_the_summary():

@@ -92,8 +92,7 @@ def _ratio(row: dict | None, reference: dict | None, key: str) -> float | None:
 def ratio_table(rows: list[dict]) -> list[dict]:
     """Per (depth, mode, resolution, mixer): throughput relative to the fastest SDPA mixer (sdpa or sdpa-math,
     whichever measured faster), and peak memory relative to each of `MEMORY_BASELINES` (sdpa-math, which
-    stores the N×N scores, and sdpa, PyTorch's fused choice). None where a reference or the row failed.
-"""
+    stores the N×N scores, and sdpa, PyTorch's fused choice). None where a reference or the row failed."""
     index = {(r["depth"], r["mode"], int(r["resolution"]), r["mixer"]): r for r in rows if r.get("status") == "ok"}
     out = []
     for row in rows:

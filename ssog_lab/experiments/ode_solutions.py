@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import itertools
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -206,15 +207,18 @@ def run_one(run: Run) -> dict:
     model, recipe = model_and_recipe(run)
     images, labels = test_tensors()
     nfe_per_epoch = {f"{rtol:g}": [] for rtol in NFE_RTOLS}
+    probing = [0.0]  # seconds spent in the per-epoch probes, left out of train_s
 
     def record_nfe(record: dict) -> None:
         if record["kind"] == "epoch":
+            started = time.perf_counter()
             for rtol, nfe in dopri5_nfe(model, images[:NFE_PROBE]).items():
                 nfe_per_epoch[rtol].append(nfe)
+            probing[0] += time.perf_counter() - started
 
     started = time.perf_counter()
     history = fit(model, train, test, recipe, on_log=record_nfe)
-    train_s = time.perf_counter() - started
+    train_s = time.perf_counter() - started - probing[0]
     model.eval()
     WEIGHTS_DIR.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), weights_path(run))
@@ -278,8 +282,9 @@ def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
 
 
 def cells(rows: list[dict]) -> list[dict]:
-    """One dict per (mixer, solver): means and stds over seeds, the largest accuracy change under a finer
-    solver (points, over seeds and both finer solvers) and whether every seed meets the criterion."""
+    """One dict per (mixer, solver): means and sample stds over seeds (NaN for one seed: no spread is measured),
+    the largest accuracy change under a finer solver (points, over seeds and both finer solvers) and whether every
+    seed meets the criterion."""
     out = []
     for mixer, solver in itertools.product(MIXERS, SOLVERS):
         mine = [r for r in rows if (r["mixer"], r["solver"]) == (mixer, solver)]
@@ -289,19 +294,22 @@ def cells(rows: list[dict]) -> list[dict]:
         shifts = [100 * abs(r[k] - r["accuracy"]) for r in mine for k in ("accuracy_rk4_fine", "accuracy_dopri5")]
         accuracy = [100 * r["accuracy"] for r in mine]
         out.append(dict(mixer=mixer, solver=solver, n=len(mine), accuracy=statistics.mean(accuracy),
-                        std=statistics.stdev(accuracy) if len(mine) > 1 else 0.0,
+                        std=statistics.stdev(accuracy) if len(mine) > 1 else math.nan,
                         rk4_fine=mean("accuracy_rk4_fine", 100), dopri5=mean("accuracy_dopri5", 100),
                         worst_shift=max(shifts), solution=max(shifts) <= CRITERION_POINTS,
                         distance=max(r["distance_dopri5"] for r in mine), nfe_train=mean("nfe_train"),
                         **{f"nfe_{rtol:g}": mean(f"nfe_dopri5_{rtol:g}") for rtol in NFE_RTOLS},
                         **{f"nfe_{rtol:g}_std": statistics.stdev(r[f"nfe_dopri5_{rtol:g}"] for r in mine)
-                           if len(mine) > 1 else 0.0 for rtol in NFE_RTOLS},
+                           if len(mine) > 1 else math.nan for rtol in NFE_RTOLS},
                         train=mean("train_images_per_s"), infer=mean("infer_images_per_s")))
     return out
 
 
-def mean_std(values: list[float]) -> str:
-    return f"{statistics.mean(values):.3g} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.2g}"
+def mean_std(values: list[float], digits: int = 1) -> str:
+    """"mean ± sample std" over seeds, or "mean (1 seed)" where no spread is measured."""
+    if len(values) < 2:
+        return f"{statistics.mean(values):.{digits}f} (1 seed)"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def solution_solver(found: list[dict]) -> str | None:
@@ -324,9 +332,10 @@ def ode_questions(rows: list[dict]) -> str:
         runs = [r for r in rows if (r["mixer"], r["solver"]) == (mixer, solver) and r["jacobian_norm_end"] is not None]
         if not runs:
             continue
-        per_epoch = {k: [statistics.mean(e) for e in zip(*(json.loads(r["nfe_per_epoch"])[k] for r in runs),
-                                                         strict=True)]
-                     for k in json.loads(runs[0]["nfe_per_epoch"])}
+        recorded = [json.loads(r["nfe_per_epoch"]) for r in runs]
+        # after each epoch, the mean over the seeds (zip stops at the shortest record)
+        per_epoch = {k: [statistics.mean(e) for e in zip(*(record.get(k, []) for record in recorded), strict=False)]
+                     for k in recorded[0]}
         lines.append(dict(
             mixer=mixer, n=len(runs), accuracy=mean_std([100 * r["accuracy"] for r in runs]),
             **{f"nfe_{rtol:g}": mean_std([r[f"nfe_dopri5_{rtol:g}"] for r in runs]) for rtol in NFE_RTOLS},
@@ -363,8 +372,11 @@ def ode_questions(rows: list[dict]) -> str:
 
 
 def compare(mine: list[float], base: list[float]) -> str:
-    """"fewer" / "more" when the means differ by more than the larger standard deviation over seeds, else "level"."""
-    spread = max(statistics.stdev(v) if len(v) > 1 else 0.0 for v in (mine, base))
+    """"fewer" / "more" when the means differ by more than the larger standard deviation over seeds, else "level";
+    "not scored" when either side has one seed (its noise is not measured)."""
+    if min(len(mine), len(base)) < 2:
+        return "not scored (1 seed)"
+    spread = max(statistics.stdev(v) for v in (mine, base))
     difference = statistics.mean(mine) - statistics.mean(base)
     return "fewer" if difference < -spread else "more" if difference > spread else "level"
 
@@ -401,7 +413,8 @@ def report(rows: list[dict]) -> str:
     found = cells(rows)
     table = markdown_table(found, {
         "mixer": "mixer", "training solver": "solver", "seeds": "n",
-        "test % (training solver)": lambda c: f"{c['accuracy']:.1f} ± {c['std']:.1f}",
+        "test % (training solver)": lambda c: (f"{c['accuracy']:.1f} ± {c['std']:.1f}" if c["n"] > 1
+                                               else f"{c['accuracy']:.1f} (1 seed)"),
         "RK4, 4× the steps": lambda c: f"{c['rk4_fine']:.1f}",
         f"dopri5 {FINE_RTOL:g}": lambda c: f"{c['dopri5']:.1f}",
         "largest change (points)": lambda c: f"{c['worst_shift']:.1f} {'✓' if c['solution'] else '✗'}",

@@ -41,14 +41,14 @@ from .scaling import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 RESULTS_DIR = repository.RESULTS_DIR
 VERDICTS = ("met", "missed", "level", "proxy", "not measured")
 VERDICT_NOTES = {
-    "met": "the measurement reaches the paper's number in the setting the row names (speed and memory: this suite's "
-           "CPU at batch 1, where the paper measured GPUs at matched batch), by more than its measured noise",
+    "met": "the measurement reaches the paper's number in the setting the row names (speed and memory: the host "
+           "and batch it names, where the paper measured GPUs at matched batch), in every repeat of it",
     "missed": "the measurement falls short of it by more than its measured noise",
     "level": "the paper's number lies inside the measured noise (the spread of a repeated run, or the seeds' standard "
              "deviation): neither met nor missed",
     "proxy": "measured on another data set or resolution than the paper's (e.g. Fashion-MNIST, not CIFAR-100 at "
              "224²): the gap is shown, but not scored against the paper's number",
-    "not measured": "no stored measurement at the current code",
+    "not measured": "no stored measurement at the current code, or one too small to know its noise (a single seed)",
 }
 NOT_CURRENT = "not measured at the current code"
 # Channels and classes of the data sets the train CLI knows, to rebuild a stored run's model.
@@ -320,8 +320,9 @@ def _speed_row(text: str, variant: str, found: list[tuple[str, dict, float]], go
                     f"{int(row['params']):,} parameters that today's code no longer builds)", "not measured", source)
     runs = [[v] + ([repeats[s]] if s in repeats else []) for s, _, v in current]
     verdicts = [_noise_verdict(values, good) for values in runs]
-    measured = "; ".join(" and ".join(f"{v:.2f}×" for v in values) + f" on {host_label([r])}, batch {r['batch']}"
-                         + (" (two runs)" if len(values) > 1 else "") + (f" ({w})" if len(set(verdicts)) > 1 else "")
+    measured = "; ".join(" and ".join(f"{v:.2f}×" for v in values) + f" on {host_label([r])}, "
+                         f"batch {r.get('batch', '?')}" + (" (two runs)" if len(values) > 1 else "")
+                         + (f" ({w})" if len(set(verdicts)) > 1 else "")
                          for (_, r, _), values, w in zip(current, runs, verdicts, strict=True))
     verdict = "missed" if "missed" in verdicts else "level" if "level" in verdicts else "met"
     return _row(text, variant, measured, verdict, "`, `".join(s for s, _, _ in current))
@@ -346,7 +347,8 @@ def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
             good = (lambda v, t=target: v >= t) if wanted == "speed" else (lambda v, t=target: v <= t)
             for mixer, variant in VARIANTS.items():
                 repeats = {source: found[0][2] for source, repeat in repeat_files.items()
-                           if (found := stored_ratios(repeat, mixer, depth, key, tokens))}
+                           if (found := stored_ratios(repeat, mixer, depth, key, tokens))
+                           and _bench_current(found[0][1])}
                 rows.append(_speed_row(text, variant, stored_ratios(files, mixer, depth, key, tokens), good, repeats))
     return rows
 
@@ -360,14 +362,15 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
     solver = ode_solutions.solution_solver(found)
     if solver is not None and all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
         by_mixer = {c["mixer"]: c for c in found if c["solver"] == solver}
-        cell = lambda c, rtol: f"{c[f'nfe_{rtol:g}']:.1f} ± {c[f'nfe_{rtol:g}_std']:.1f}"  # noqa: E731
+        cell = lambda c, rtol: (f"{c[f'nfe_{rtol:g}']:.1f} ± {c[f'nfe_{rtol:g}_std']:.1f}" if c["n"] > 1  # noqa: E731
+                                else f"{c[f'nfe_{rtol:g}']:.1f} (1 seed)")
         rows = []
         for mixer, variant in VARIANTS.items():
             mine, base = by_mixer[mixer], by_mixer["sdpa"]
             nfe = {f"dopri5 NFE, rtol {r:g}": cell(mine, r) for r in ode_solutions.NFE_RTOLS}
             base_nfe = {f"dopri5 NFE, rtol {r:g}": cell(base, r) for r in ode_solutions.NFE_RTOLS}
             measured = "; ".join(f"{k}: {nfe[k]} vs sdpa {base_nfe[k]}" for k in nfe) + (
-                f" ({mine['n']} seed{'s' if mine['n'] > 1 else ''}; Fashion-MNIST subset, 7×7 tokens; models trained "
+                f" (seeds: {mine['n']}, sdpa {base['n']}; Fashion-MNIST subset, 7×7 tokens; models trained "
                 f"through {solver}, solutions of their ODE)")
             rows.append(_row(text, variant, measured, _nfe_verdict(nfe, base_nfe),
                              f"docs/results/{ode_solutions.CSV_PATH.name}"))
@@ -392,7 +395,10 @@ def _nfe_rows(results_dir: Path) -> list[dict]:
 
 def _nfe_verdict(nfe: dict[str, str], base: dict[str, str]) -> str:
     """met when SSoG's mean NFE is below SDPA's at every tolerance by more than the larger of their standard
-    deviations over seeds ("mean ± std"), missed when above by more, level otherwise."""
+    deviations over seeds ("mean ± std"), missed when above by more, level otherwise; not measured when a side
+    has no spread (one seed: its noise is unknown)."""
+    if any("±" not in text for text in (*nfe.values(), *base.values())):
+        return "not measured"
     verdicts = set()
     for key, text in nfe.items():
         (mean, std), (base_mean, base_std) = mean_and_std(text), mean_and_std(base.get(key, "inf"))

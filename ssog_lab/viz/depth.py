@@ -152,9 +152,12 @@ def solver_independence_widget(models: dict[str, torch.nn.Module], images: Tenso
     models: name -> ODE ViT (eval mode); images (K, C, H, W) and labels (K,) a few test images; classes their names.
     One panel per model: the class probabilities of the chosen image under the model's own training solver (outline)
     and under dopri5 at `rtol` (filled). The readout gives each model's prediction and its accuracy over the K
-    images under both, with dopri5's NFE. A model that is a solution of its ODE keeps its answers at every
-    tolerance; one trained through a coarse grid learned that grid's map, and its answers move.
+    images under both, with dopri5's NFE. A model that is a solution of its ODE keeps its answers (but for
+    near-ties) under any tolerance that solves it well; one trained through a coarse grid learned that grid's map,
+    and its answers move. rtol: the starting tolerance, one of TOLERANCES[:7].
     """
+    if rtol not in TOLERANCES[:7]:
+        raise ValueError(f"rtol must be one of {TOLERANCES[:7]}, got {rtol!r}")
     if images.dim() != 4 or labels.shape != images.shape[:1]:
         raise ValueError(f"images must be (K, C, H, W) and labels (K,), got {tuple(images.shape)} and "
                          f"{tuple(labels.shape)}")

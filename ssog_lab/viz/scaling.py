@@ -53,7 +53,7 @@ def host_label(rows: list[dict]) -> str:
 def committed_runs(results_dir: Path) -> list[tuple[str, list[dict]]]:
     """(path from the repository root, rows) of the committed benchmark runs: the GPU runs, then each CPU host
     (`cpu_result_folders`)."""
-    files = sorted(results_dir.glob("gpu/**/bench.csv"))
+    files = sorted(p for p in results_dir.glob("gpu/**/bench.csv") if "repeat" not in p.parts)  # a repeat: no host
     files += [results_dir / f / "bench.csv" for f in cpu_result_folders(results_dir)]
     return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
 

@@ -34,29 +34,30 @@ class CallsTheLibrary(Exception):
 
 
 @contextmanager
-def _forbidden(functions: tuple[Callable, ...]):
-    """Inside: every name under which a loaded ssog_lab module holds one of `functions` raises CallsTheLibrary
-    (an answer looks the library up when it runs, under whichever public or private name); restored after."""
-    replaced = []
-    for module in [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "ssog_lab" and m]:
-        for name, value in list(vars(module).items()):
-            if any(value is f for f in functions):
-                def refuse(*args, _name=f"{value.__module__}.{value.__name__}", **kwargs):
-                    raise CallsTheLibrary(f"your answer calls {_name}, the function this exercise asks you to write")
-                replaced.append((module, name, value))
-                setattr(module, name, refuse)
+def _watching(functions: tuple[Callable, ...]):
+    """Inside: the forbidden `functions` that run are recorded in the yielded list, by their code objects (a
+    profile hook on this thread), so every alias, closure or stored reference to them is seen; the caller's hook is
+    restored after."""
+    codes = {f.__code__: f for f in functions}
+    called: list[Callable] = []
+
+    def hook(frame, event, _):
+        if event == "call" and frame.f_code in codes:
+            called.append(codes[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
     try:
-        yield
+        yield called
     finally:
-        for module, name, value in replaced:
-            setattr(module, name, value)
+        sys.setprofile(previous)
 
 
 def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float = 1e-6,
                   forbid: tuple[Callable, ...] = ()) -> Judge:
     """A function the student wrote, called on `inputs()` beside the expected (library) function. `forbid`: the
-    library functions the exercise asks the learner to write; an answer that is one of them, or calls one, is
-    refused (CallsTheLibrary)."""
+    library functions the exercise asks the learner to write; an answer that is one of them, or runs one (under any
+    name, even inside a try block), is refused (CallsTheLibrary)."""
     def judge(answer, expected) -> bool:
         args = inputs()
         want = expected(*args)
@@ -64,8 +65,13 @@ def same_function(inputs: Callable[[], tuple], rtol: float = 1e-5, atol: float =
         if itself is not None:
             raise CallsTheLibrary(f"your answer is {itself.__module__}.{itself.__name__}, the library's function: "
                                   "this exercise asks you to write it")
-        with _forbidden(forbid):
-            got = answer(*args)
+        with _watching(forbid) as called:
+            try:
+                got = answer(*args)
+            finally:
+                if called:  # refused even when the answer failed, or swallowed an error, after the call
+                    raise CallsTheLibrary(f"your answer calls {called[0].__module__}.{called[0].__name__}, the "
+                                          "function this exercise asks you to write")
         got = torch.as_tensor(got, dtype=torch.as_tensor(want).dtype)
         return got.shape == torch.as_tensor(want).shape and bool(torch.allclose(got, torch.as_tensor(want),
                                                                               rtol=rtol, atol=atol))

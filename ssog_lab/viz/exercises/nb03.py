@@ -4,6 +4,7 @@ import torch
 
 from ... import lipschitz, ops
 from ...layers import SSoGMixer
+from ...ops import reference
 from ..lipschitz import picard_bound
 from ._registry import close, exercise, same_function, same_set
 
@@ -59,7 +60,8 @@ def _loose_exact(mu, sigma, amp, grid):
 
 
 @exercise("03.exact", wrong=_loose_exact, judge=same_function(
-          _inputs, rtol=1e-6, forbid=(lipschitz.ssog_spectral_norm, lipschitz.ssog_dense_spectral_norm)),
+          _inputs, rtol=1e-6, forbid=(lipschitz.ssog_spectral_norm, lipschitz.ssog_dense_spectral_norm,
+                                      ops.dense_kernel, reference.dense_kernel_reference)),
           hint="build each head's N×N kernel K = Σ_m α_m G_row,m ⊗ G_col,m (torch.kron) and take its largest "
                "singular value; with signed amplitudes it lies below the bound.",
           explain="on a small grid the dense kernel is the reference; `lipschitz.ssog_spectral_norm` finds the "
