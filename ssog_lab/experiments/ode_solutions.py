@@ -435,7 +435,8 @@ def report(rows: list[dict]) -> str:
         "",
         "Made by `python -m ssog_lab.experiments.ode_solutions run --jobs 2` (two single-thread runs at a time, "
         "one per core; resumable).",
-        f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
+        f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}. Training "
+        f"time of the {len(rows)} runs: {sum(r['train_s'] for r in rows) / 3600:.1f} core-hours (one thread each).",
         "",
         f"Nano ViT, `depth=\"ode\"` (T = 4), {GRID}×{GRID} tokens, the Fashion-MNIST subset of the defaults table "
         f"({n_train} training / {n_test} test images), {EPOCHS} epochs, everything else at the library's defaults. "
