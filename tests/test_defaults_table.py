@@ -33,11 +33,16 @@ def test_the_stored_validation_runs_compared_todays_defaults_with_each_variant()
         _assert_configs_are_todays(row)
 
 
+def _defining(config: dict) -> dict:
+    """The fields that define a model: a discrete or looped model has no ODE solver, so its ode_* fields do not."""
+    return {k: v for k, v in config.items() if config["depth"] == "ode" or not k.startswith("ode_")}
+
+
 def _assert_configs_are_todays(row: dict) -> None:
     run = defaults.Run(row["dataset"], row["grid"], row["mixer"], row["seed"], row["variant"])
     with torch.device("meta"):
         model, recipe = defaults.model_and_recipe(run)
-    assert json.loads(row["model_config"]) == dataclasses.asdict(model.config), run
+    assert _defining(json.loads(row["model_config"])) == _defining(dataclasses.asdict(model.config)), run
     assert json.loads(row["train_config"]) == dataclasses.asdict(recipe), run
 
 
