@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .. import data
+from .. import data, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..models import build_model
@@ -54,10 +54,10 @@ DATASETS = {
     "silhouettes": ("Fashion-MNIST binarized (every non-zero pixel white: garment silhouettes), a seeded subset",
                     5000, 2000),
 }
-CSV_PATH = Path("docs/results/defaults.csv")
-REPORT_PATH = Path("docs/results/defaults.md")
-VALIDATION_CSV_PATH = Path("docs/results/defaults_validation.csv")
-VALIDATION_REPORT_PATH = Path("docs/results/defaults_validation.md")
+CSV_PATH = repository.RESULTS_DIR / "defaults.csv"
+REPORT_PATH = repository.RESULTS_DIR / "defaults.md"
+VALIDATION_CSV_PATH = repository.RESULTS_DIR / "defaults_validation.csv"
+VALIDATION_REPORT_PATH = repository.RESULTS_DIR / "defaults_validation.md"
 VALIDATION_FRACTION = 0.2  # of each training set, held out (a seeded split) to choose the defaults
 # The alternatives the defaults were chosen against, one change at a time: name: (the mixers it applies to,
 # ViTConfig fields, TrainConfig fields). "old" is the library's previous defaults for fixed SSoG.

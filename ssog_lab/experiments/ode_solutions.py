@@ -55,9 +55,9 @@ NFE_PROBE = 256  # test images solved by dopri5 after every epoch: how NFE grows
 JACOBIAN_IMAGES = 8  # test images whose ‖∂f/∂x‖₂ is measured at x(0) and x(T) (the largest is reported)
 CRITERION_POINTS = 0.5  # largest accuracy change under a finer solver for a model to count as a solution
 EVAL_BATCH = 500
-CSV_PATH = Path("docs/results/ode_solutions.csv")
-REPORT_PATH = Path("docs/results/ode_solutions.md")
-WEIGHTS_DIR = Path("runs/ode_solutions")
+CSV_PATH = repository.RESULTS_DIR / "ode_solutions.csv"
+REPORT_PATH = repository.RESULTS_DIR / "ode_solutions.md"
+WEIGHTS_DIR = repository.ROOT / "runs" / "ode_solutions"
 # The shipped ODE models, runs of this study's recipe: fixed SSoG trained through the library's default solver (a
 # solution of its ODE), and through one RK4 step (the matched-cost wiring, which is not) to show the difference.
 CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_ode_fashion.pt"

@@ -258,7 +258,25 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
+def _ode_solution_gaps(results_dir: Path) -> dict[str, tuple]:
+    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from the ODE-solutions study at the cheapest
+    solver whose models are solutions for every mixer ({} without one): the ODE form's accuracy on models that
+    are solutions of their ODE, which the sweeps' one-RK4-step models are not."""
+    study = ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name)
+    found = ode_solutions.cells(study)
+    solver = ode_solutions.solution_solver(found)
+    if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
+        return {}
+    by_mixer = {c["mixer"]: c for c in found if c["solver"] == solver}
+    base = by_mixer["sdpa"]
+    return {mixer: (c["accuracy"] - base["accuracy"], math.sqrt(c["std"] ** 2 / c["n"] + base["std"] ** 2 / base["n"]),
+                    c["n"], f"Fashion-MNIST subset, 7×7 tokens, library defaults, {ode_solutions.EPOCHS} epochs, "
+                            f"trained through {solver}")
+            for mixer, c in by_mixer.items() if mixer != "sdpa"}
+
+
 def _accuracy_rows(results_dir: Path) -> list[dict]:
+    ode_gaps = _ode_solution_gaps(results_dir)
     results = accuracy_results(results_dir)
     current = [r for r in results if r["current"]]
     stale = sorted({r["source"] for r in results if not r["current"]})
@@ -277,7 +295,9 @@ def _accuracy_rows(results_dir: Path) -> list[dict]:
             gaps = []
             for depth in claim["depths"]:
                 mine, base = table.get((depth, mixer)), table.get((depth, "sdpa"))
-                if mine and base:
+                if depth == "ode" and mixer in ode_gaps:  # models that are solutions of their ODE
+                    gaps.append(("ode", *ode_gaps[mixer], None))
+                elif mine and base:
                     (m1, s1), (m0, s0) = mean_std(mine["values"]), mean_std(base["values"])
                     # NaN while either side has one seed: a spread from the other side alone would understate it
                     spread = math.sqrt(s1 ** 2 / len(mine["values"]) + s0 ** 2 / len(base["values"]))
@@ -294,7 +314,9 @@ def _accuracy_rows(results_dir: Path) -> list[dict]:
             else:  # another data set or resolution: a proxy, not a test of the paper's number
                 verdict = "proxy"
                 measured += "; a proxy, not CIFAR-100 at 224²"
-            rows.append(_row(claim["text"], variant, measured + f" — {group}", verdict, f"docs/results/{source}"))
+            sources = f"docs/results/{source}" + ("`, `docs/results/ode_solutions.csv" if any(
+                d == "ode" for d, *_ in gaps) and ode_gaps else "")
+            rows.append(_row(claim["text"], variant, measured + f" — {group}", verdict, sources))
     return rows
 
 
