@@ -10,7 +10,8 @@ from ssog_lab.viz import exercises
 
 # Exercises that ask the learner to implement a library function: their registered solution *is* the library,
 # which is refused as an answer; the notebooks' worked solutions are the accepted implementations (tested below).
-IMPLEMENTATIONS = {"01.matrix", "02.two_stage", "03.bound", "03.exact", "03.picard", "04.euler_step", "04.rk4_step"}
+IMPLEMENTATIONS = {"01.matrix", "02.two_stage", "03.bound", "03.exact", "03.picard", "04.euler_step", "04.rk4_step",
+                   "06.steered"}
 
 
 @pytest.mark.parametrize("key", sorted(exercises.EXERCISES))
