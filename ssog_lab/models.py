@@ -23,6 +23,7 @@ to the grid of the actual input, so a model built at 224² evaluates at 1024² (
 from __future__ import annotations
 
 import dataclasses
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -232,6 +233,23 @@ class ViT(nn.Module):
         if times is None:
             times = torch.linspace(0.0, c.end_time, c.layers + 1)
         return self._solve(x, grid, times.to(x))
+
+    def solved_with(self, **fields) -> AbstractContextManager[ViT]:
+        """A context in which the ODE is solved with these ViTConfig ode_* fields instead of the model's own (e.g.
+        ode_method="dopri5", ode_rtol=1e-6), each checked by ViTConfig's rules here (ValueError); the model's config
+        is restored after, also on an error. The weights are untouched: the same trained f, solved another way."""
+        wrong = sorted(name for name in fields if not name.startswith("ode_"))
+        if wrong:
+            raise ValueError(f"solved_with takes only ode_* fields, got {wrong}")
+        return self._configured(dataclasses.replace(self.config, **fields))
+
+    @contextmanager
+    def _configured(self, config: ViTConfig):
+        trained, self.config = self.config, config
+        try:
+            yield self
+        finally:
+            self.config = trained
 
     def block(self, layer: int) -> Branch:
         """The residual branch used at layer `layer` (the shared one for looped and ode)."""

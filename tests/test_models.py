@@ -168,3 +168,20 @@ def test_default_ssog_heads_per_variant():
     assert ViTConfig(dim=192, mixer="ssog-steered").ssog_heads == 4
     assert ViTConfig(dim=64, mixer="ssog-steered").ssog_heads == 2
     assert ViTConfig(dim=64, mixer="ssog-steered", ssog_heads=8).ssog_heads == 8
+
+
+def test_solved_with_changes_only_the_solver_and_restores_it():
+    model = build_model("nano", depth="ode", mixer="ssog", layers=2).eval()
+    own = model.config
+    images = torch.randn(1, 3, 32, 32)
+    with model.solved_with(ode_method="euler", ode_step_size=1.0), torch.no_grad():
+        model(images)
+        assert model.nfe == 2 and model.config.ode_method == "euler"  # T = 2, two Euler steps
+    assert model.config is own
+    with pytest.raises(RuntimeError), model.solved_with(ode_method="euler"):
+        raise RuntimeError("inside")
+    assert model.config is own  # restored after an error too
+    with pytest.raises(ValueError, match=r"solved_with takes only ode_\* fields, got \['dim'\]"):
+        model.solved_with(dim=8)
+    with pytest.raises(ValueError, match="ode_method"):
+        model.solved_with(ode_method="leapfrog")

@@ -104,20 +104,15 @@ def is_current(row: dict) -> bool:
 def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, **solver) -> dict:
     """The model's final ODE state and accuracy under `solver` (ViTConfig fields), in batches of EVAL_BATCH:
     {"features" (B, N, C), "accuracy" (fraction), "nfe" (mean f evaluations per batch), "seconds"}."""
-    trained = model.config
-    model.config = dataclasses.replace(trained, **solver)
     features, correct, nfe = [], 0, []
     start = time.perf_counter()
-    try:
-        with torch.no_grad():
-            for chunk, truth in zip(images.split(EVAL_BATCH), labels.split(EVAL_BATCH), strict=True):
-                x = model.states(chunk, torch.tensor([0.0, trained.end_time]))[-1]  # (b, N, C) at t = T
-                logits = model.head(model.norm(x).mean(dim=1))  # (b, classes)
-                features.append(x)
-                correct += (logits.argmax(-1) == truth).sum().item()
-                nfe.append(model.nfe)
-    finally:
-        model.config = trained
+    with model.solved_with(**solver), torch.no_grad():
+        for chunk, truth in zip(images.split(EVAL_BATCH), labels.split(EVAL_BATCH), strict=True):
+            x = model.states(chunk, torch.tensor([0.0, model.config.end_time]))[-1]  # (b, N, C) at t = T
+            logits = model.head(model.norm(x).mean(dim=1))  # (b, classes)
+            features.append(x)
+            correct += (logits.argmax(-1) == truth).sum().item()
+            nfe.append(model.nfe)
     return dict(features=torch.cat(features), accuracy=correct / len(labels), nfe=statistics.mean(nfe),
                 seconds=time.perf_counter() - start)
 

@@ -6,8 +6,6 @@ same code compares the library's own fixed-grid solvers (`ssog_lab.ode`) with to
 
 from __future__ import annotations
 
-import dataclasses
-
 import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
@@ -135,14 +133,9 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
 
 def solve_logits(model, images: Tensor, **solver) -> tuple[Tensor, int]:
     """Logits (B, classes) of an ODE model on images (B, C, H, W) solved with `solver` (ViTConfig ode_* fields; none:
-    the model's own, the one it was trained through), and the NFE of that solve. The model's config is restored."""
-    trained = model.config
-    model.config = dataclasses.replace(trained, **solver)
-    try:
-        with torch.no_grad():
-            return model(images), model.nfe
-    finally:
-        model.config = trained
+    the model's own, the one it was trained through), and the NFE of that solve (`ViT.solved_with`)."""
+    with model.solved_with(**solver), torch.no_grad():
+        return model(images), model.nfe
 
 
 def solver_independence_widget(models: dict[str, torch.nn.Module], images: Tensor, labels: Tensor,

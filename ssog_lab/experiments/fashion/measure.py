@@ -14,7 +14,6 @@ speed  inference throughput (images/s) of every model the sweep trains (the fina
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import sys
@@ -89,20 +88,15 @@ def dopri5_nfe(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tenso
     if trained.depth != "ode":
         raise ValueError(f"model must have depth 'ode', got {trained.depth!r}")
 
-    def solve(config) -> dict:
-        model.config = config
+    def solve(**fields) -> dict:
         start = time.perf_counter()
-        with torch.no_grad():
+        with model.solved_with(**fields), torch.no_grad():
             correct = (model(images).argmax(-1) == labels).float().mean().item()
         return {"nfe": int(model.nfe), "accuracy": correct, "seconds": round(time.perf_counter() - start, 3)}
 
-    try:
-        own = {"method": trained.ode_method, "step_size": trained.ode_step_size, **solve(trained)}
-        adaptive = [{"rtol": rtol, "atol": rtol, **solve(dataclasses.replace(
-            trained, ode_method="dopri5", ode_solver="torchdiffeq", ode_rtol=rtol, ode_atol=rtol, ode_adjoint=False))}
-            for rtol in rtols]
-    finally:
-        model.config = trained
+    own = {"method": trained.ode_method, "step_size": trained.ode_step_size, **solve()}
+    adaptive = [{"rtol": rtol, "atol": rtol, **solve(ode_method="dopri5", ode_solver="torchdiffeq", ode_rtol=rtol,
+                                                     ode_atol=rtol, ode_adjoint=False)} for rtol in rtols]
     return {"end_time": trained.end_time, "trained_solver": own, "dopri5": adaptive}
 
 
