@@ -156,9 +156,9 @@ def weights_path(run: Run) -> Path:
     return WEIGHTS_DIR / f"{run.mixer}-{run.solver.replace(', ', '-').replace(' ', '-')}-seed{run.seed}.pt"
 
 
-def test_tensors() -> tuple[torch.Tensor, torch.Tensor]:
-    """The study's test images (2000, 1, 28, 28) and labels (2000,)."""
-    _, test = load(DATASET)
+def test_tensors(test=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The study's test images (2000, 1, 28, 28) and labels (2000,), from its test set (loaded when not given)."""
+    test = load(DATASET)[1] if test is None else test
     return (torch.stack([test[i][0] for i in range(len(test))]),
             torch.tensor([int(test[i][1]) for i in range(len(test))]))
 
@@ -170,13 +170,13 @@ def export_checkpoint(path: Path = CHECKPOINT_PATH, from_study: bool = False) ->
     run = Run(*CHECKPOINTS[path])
     model, recipe = model_and_recipe(run)
     started = time.perf_counter()
+    train, test = load(DATASET)
     if from_study:
         model.load_state_dict(torch.load(weights_path(run)))
     else:
-        train, test = load(DATASET)
         fit(model, train, test, recipe)
     model.eval()
-    images, labels = test_tensors()
+    images, labels = test_tensors(test)
     own, fine = solve_all(model, images, labels), solve_all(model, images, labels, ode_method="dopri5",
                                                              ode_rtol=FINE_RTOL, ode_atol=FINE_RTOL)
     command = "python -m ssog_lab.experiments.ode_solutions checkpoint"  # makes every file of CHECKPOINTS
@@ -200,7 +200,7 @@ def run_one(run: Run) -> dict:
     the CSV row. The trained weights go to weights_path(run)."""
     train, test = load(DATASET)
     model, recipe = model_and_recipe(run)
-    images, labels = test_tensors()
+    images, labels = test_tensors(test)
     nfe_per_epoch = {f"{rtol:g}": [] for rtol in NFE_RTOLS}
     probing = [0.0]  # seconds spent in the per-epoch probes, left out of train_s
 
@@ -300,11 +300,15 @@ def cells(rows: list[dict]) -> list[dict]:
     return out
 
 
-def mean_std(values: list[float], digits: int = 1) -> str:
-    """"mean ± sample std" over seeds, or "mean (1 seed)" where no spread is measured."""
-    if len(values) < 2:
-        return f"{statistics.mean(values):.{digits}f} (1 seed)"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+def spread_text(mean: float, std: float, n: int) -> str:
+    """"mean ± sample std" over n seeds, or "mean (1 seed)" where no spread is measured."""
+    return f"{mean:.1f} ± {std:.1f}" if n > 1 else f"{mean:.1f} (1 seed)"
+
+
+def mean_std(values: list[float]) -> str:
+    """`spread_text` of a list of per-seed values."""
+    return spread_text(statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan,
+                       len(values))
 
 
 def solution_solver(found: list[dict]) -> str | None:
@@ -408,8 +412,7 @@ def report(rows: list[dict]) -> str:
     found = cells(rows)
     table = markdown_table(found, {
         "mixer": "mixer", "training solver": "solver", "seeds": "n",
-        "test % (training solver)": lambda c: (f"{c['accuracy']:.1f} ± {c['std']:.1f}" if c["n"] > 1
-                                               else f"{c['accuracy']:.1f} (1 seed)"),
+        "test % (training solver)": lambda c: spread_text(c["accuracy"], c["std"], c["n"]),
         "RK4, 4× the steps": lambda c: f"{c['rk4_fine']:.1f}",
         f"dopri5 {FINE_RTOL:g}": lambda c: f"{c['dopri5']:.1f}",
         "largest change (points)": lambda c: f"{c['worst_shift']:.1f} {'✓' if c['solution'] else '✗'}",

@@ -258,16 +258,23 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
-def _ode_solution_gaps(results_dir: Path) -> dict[str, tuple]:
-    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from the ODE-solutions study at the cheapest
-    solver whose models are solutions for every mixer ({} without one): the ODE form's accuracy on models that
-    are solutions of their ODE, which the sweeps' one-RK4-step models are not."""
+def _ode_study(results_dir: Path) -> tuple[str, dict[str, dict]] | None:
+    """(solver, mixer -> its `ode_solutions.cells` entry) of the committed ODE-solutions study at the cheapest solver
+    whose models are solutions for every mixer, all of them current; None without such a solver."""
     study = ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name)
     found = ode_solutions.cells(study)
     solver = ode_solutions.solution_solver(found)
     if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
+        return None
+    return solver, {c["mixer"]: c for c in found if c["solver"] == solver}
+
+
+def _ode_solution_gaps(study: tuple[str, dict[str, dict]] | None) -> dict[str, tuple]:
+    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from `_ode_study` ({} without it): the ODE
+    form's accuracy on models that are solutions of their ODE, which the sweeps' one-RK4-step models are not."""
+    if study is None:
         return {}
-    by_mixer = {c["mixer"]: c for c in found if c["solver"] == solver}
+    solver, by_mixer = study
     base = by_mixer["sdpa"]
     return {mixer: (c["accuracy"] - base["accuracy"], math.sqrt(c["std"] ** 2 / c["n"] + base["std"] ** 2 / base["n"]),
                     c["n"], f"Fashion-MNIST subset, 7×7 tokens, library defaults, {ode_solutions.EPOCHS} epochs, "
@@ -275,8 +282,8 @@ def _ode_solution_gaps(results_dir: Path) -> dict[str, tuple]:
             for mixer, c in by_mixer.items() if mixer != "sdpa"}
 
 
-def _accuracy_rows(results_dir: Path) -> list[dict]:
-    ode_gaps = _ode_solution_gaps(results_dir)
+def _accuracy_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None) -> list[dict]:
+    ode_gaps = _ode_solution_gaps(study)
     results = accuracy_results(results_dir)
     current = [r for r in results if r["current"]]
     stale = sorted({r["source"] for r in results if not r["current"]})
@@ -375,19 +382,15 @@ def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
     return rows
 
 
-def _nfe_rows(results_dir: Path) -> list[dict]:
-    """The NFE claim, read from the ODE-solutions study on models that are solutions of their ODE (trained through
-    the cheapest solver that gives solutions for every mixer); without such models, from the accuracy sweeps."""
+def _nfe_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None) -> list[dict]:
+    """The NFE claim, read from the ODE-solutions study (`_ode_study`: models that are solutions of their ODE);
+    without such models, from the accuracy sweeps."""
     # Not a claim of the paper, whose text claims well-posedness, not cost: the suite's own hypothesis, so labelled.
     text = ("this suite's hypothesis, not the paper's: the bounded Lipschitz constant means fewer function "
             "evaluations for an adaptive solver (ODE)")
-    study = ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name)
-    found = ode_solutions.cells(study)
-    solver = ode_solutions.solution_solver(found)
-    if solver is not None and all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
-        by_mixer = {c["mixer"]: c for c in found if c["solver"] == solver}
-        cell = lambda c, rtol: (f"{c[f'nfe_{rtol:g}']:.1f} ± {c[f'nfe_{rtol:g}_std']:.1f}" if c["n"] > 1  # noqa: E731
-                                else f"{c[f'nfe_{rtol:g}']:.1f} (1 seed)")
+    if study is not None:
+        solver, by_mixer = study
+        cell = lambda c, rtol: ode_solutions.spread_text(c[f"nfe_{rtol:g}"], c[f"nfe_{rtol:g}_std"], c["n"])  # noqa: E731
         rows = []
         for mixer, variant in VARIANTS.items():
             mine, base = by_mixer[mixer], by_mixer["sdpa"]
@@ -449,8 +452,9 @@ def claims_ledger(results_dir: str | Path = RESULTS_DIR) -> list[dict]:
     accuracy, looped accuracy, throughput, memory against both SDPA baselines, NFE) for fixed and for
     steered SSoG, with this suite's committed measurement and a verdict in `VERDICTS`."""
     results_dir = Path(results_dir)
-    return (_parameter_rows(results_dir) + _accuracy_rows(results_dir) + _speed_rows(results_dir)
-            + _nfe_rows(results_dir))
+    study = _ode_study(results_dir)  # read once: the ODE parts of the accuracy claim and the NFE row
+    return (_parameter_rows(results_dir) + _accuracy_rows(results_dir, study) + _speed_rows(results_dir)
+            + _nfe_rows(results_dir, study))
 
 
 def variant_summary(ledger: list[dict]) -> str:
