@@ -7,13 +7,14 @@ PORT   ?= 8888
 LAB_ARGS ?=
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: lab test check install lint checkpoints clean
+.PHONY: lab test check install lint book checkpoints clean
 
 # Re-install only when the pins or the package metadata changed.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml jupyter-config/jupyter_nbconvert_config.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
+	@mkdir -p $(VENV)/etc/jupyter && cp jupyter-config/jupyter_nbconvert_config.json $(VENV)/etc/jupyter/
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -37,6 +38,11 @@ check: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ssog_lab tests scripts
+
+## make book: execute the nine notebooks and render them to site/, a static course that works offline: index.html
+## is the course map; each live figure keeps a slider over precomputed positions of its main control
+book: $(STAMP) deb-dataset-fashion-mnist
+	$(PY) -m ssog_lab book --out site $(BOOK_ARGS)
 
 # deb-PACKAGE: install a Debian package when missing (root: apt-get; otherwise a message, and the tests that need
 # it skip). chromium: the real-browser test (Playwright's own download cannot work offline); dataset-fashion-mnist:

@@ -1,4 +1,4 @@
-"""Command line: python -m ssog_lab {train,bench,params,ledger} [--help]."""
+"""Command line: python -m ssog_lab {train,bench,params,ledger,book} [--help]."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ COMMANDS = {
     "bench": ("ssog_lab.bench.cli", "throughput and peak memory against resolution, mixers side by side"),
     "params": ("ssog_lab.bench.params", "parameter table: presets × mixers, saving against SDPA"),
     "ledger": ("ssog_lab.viz.claims", "rewrite README.md's claims ledger from the committed results"),
+    "book": ("ssog_lab.book", "the nine notebooks as a static site that works offline, sliders included"),
 }
 
 

@@ -1,17 +1,16 @@
 """Shared test set-up. The Triton interpreter must be switched on before triton is first imported."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-from nbconvert import HTMLExporter
 
 ROOT = Path(__file__).resolve().parents[1]
-CELL_TIMEOUT_S = 300
+NOTEBOOK_TIMEOUT_S = 600
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -27,26 +26,33 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def executed():
-    """path -> (executed notebook, its nbconvert HTML); each notebook runs at most once per session, in fast
-    mode, in its folder, without storing widget state (tests/test_notebook_render.py, tests/test_browser.py)."""
-    cache: dict[Path, tuple[nbformat.NotebookNode, str] | Exception] = {}
-    env = {**os.environ, "SSOG_LAB_FAST": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def executed(tmp_path_factory):
+    """path -> (executed notebook, its HTML), made the ordinary way, with default settings:
+
+        jupyter nbconvert --to notebook --execute NOTEBOOK     (kernel in notebooks/, widget state stored)
+        jupyter nbconvert --to html EXECUTED_NOTEBOOK           (what `--execute --to html` renders)
+
+    in fast mode, each notebook at most once per session (tests/test_notebook_render.py, tests/test_browser.py).
+    The project's environment configures nbconvert's HTML export (jupyter-config/, installed by `make`).
+    """
+    cache: dict[Path, tuple[nbformat.NotebookNode, str] | str] = {}
+    folder = tmp_path_factory.mktemp("executed")
+    env = {**os.environ, "SSOG_LAB_FAST": "1"}
+
+    def nbconvert(*args: str) -> str | None:
+        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=env, capture_output=True,
+                              text=True, timeout=NOTEBOOK_TIMEOUT_S)
+        return None if done.returncode == 0 else done.stderr[-5000:]
 
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
         if path not in cache:
-            nb = nbformat.read(path, as_version=4)
-            client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", store_widget_state=False,
-                                    resources={"metadata": {"path": str(path.parent)}})
-            try:
-                client.execute(env=env)
-                cache[path] = nb, HTMLExporter(template_name="lab").from_notebook_node(nb)[0]
-            except CellExecutionError as error:
-                cache[path] = error
+            out = folder / path.name
+            error = (nbconvert("--to", "notebook", "--execute", "--output-dir", str(folder), str(path))
+                     or nbconvert("--to", "html", str(out)))
+            cache[path] = error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
         result = cache[path]
-        if isinstance(result, Exception):
-            pytest.fail(f"{path.name} raised while running:\n{result}")
+        if isinstance(result, str):
+            pytest.fail(f"{path.name} failed in nbconvert:\n{result}")
         return result
 
     return run

@@ -1,6 +1,6 @@
 """Plotly figures and live ipywidgets for the notebooks.
 
-Every widget is a `LiveFigure`: a plotly `FigureWidget`, a list of ipywidgets controls, and a plain
+Every widget is a `LiveFigure`: a plotly figure in a `FigureView`, a list of ipywidgets controls, and a plain
 `update(**values)` method that recomputes the figure's data. The controls call `update` through
 `observe`; tests call `update` directly, without a browser, and check that the data changed. Displayed,
 every widget and every plain figure also carries static views of its plot (`render`), so an executed
@@ -92,7 +92,7 @@ from .lipschitz import (
     ssog_norm_widget,
     two_atom_head,
 )
-from .render import FigureBox, figure_bundle, use_static_renderer
+from .render import FigureBox, FigureView, figure_bundle, use_static_renderer
 from .scaling import (
     PAPER_CLAIMS,
     claim_summary,
@@ -111,7 +111,7 @@ from .training import (
     results_widget,
 )
 
-__all__ = ["LiveFigure", "EXERCISES", "check", "FigureBox", "figure_bundle", "use_static_renderer"]
+__all__ = ["LiveFigure", "EXERCISES", "check", "FigureBox", "FigureView", "figure_bundle", "use_static_renderer"]
 __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]

@@ -70,7 +70,7 @@ def gaussian_1d_widget(length: int = 32, atoms: tuple[tuple[float, float, float]
     figure.update_yaxes(range=[-12, 0.5], title_text="logit ℓ_j", row=1, col=1)
     figure.update_yaxes(title_text="weight", row=2, col=1)
 
-    def redraw(fig: go.FigureWidget, query: int, **params: float) -> str:
+    def redraw(fig: go.Figure, query: int, **params: float) -> str:
         i = torch.tensor(float(query), dtype=torch.float64)
         total = torch.zeros(length, dtype=torch.float64)
         lines = []
@@ -122,7 +122,7 @@ def query_kernel_widget(grid: tuple[int, int] = (24, 24), preset: str = "three a
                          xaxis_title="column c′", yaxis_title="row r′")
     image_axes(figure, ticks=True)
 
-    def redraw(fig: go.FigureWidget, row: int, col: int, preset: str) -> str:
+    def redraw(fig: go.Figure, row: int, col: int, preset: str) -> str:
         kernel, amp = kernels[preset]
         weights = kernel[row * width + col].reshape(height, width)  # (H, W): K[(r,c), (r',c')]
         peak = int(weights.abs().argmax())
@@ -154,7 +154,7 @@ def photo_widget(name: str = "camera", size: int = 128) -> LiveFigure:
     figure.update_layout(height=430, width=820, margin={"t": 40, "b": 10})
     image_axes(figure)
 
-    def redraw(fig: go.FigureWidget, sigma_row: float, sigma_col: float, mu_row: float, mu_col: float) -> str:
+    def redraw(fig: go.Figure, sigma_row: float, sigma_col: float, mu_row: float, mu_col: float) -> str:
         mu = torch.tensor([[mu_row, mu_col]], dtype=torch.float64)  # (M=1, 2)
         sigma = torch.tensor([[sigma_row, sigma_col]], dtype=torch.float64)
         out = apply_to_image(image, mu, sigma, torch.ones(1, dtype=torch.float64))  # (size, size)

@@ -118,7 +118,7 @@ def ssog_vs_attention_widget(name: str = "astronaut", size: int | None = None, p
     figure.update_xaxes(title_text="column c′ (tokens)")
     figure.update_yaxes(title_text="row r′", col=1)
 
-    def redraw(fig: go.FigureWidget, row: int, col: int) -> str:
+    def redraw(fig: go.Figure, row: int, col: int) -> str:
         query = row * width + col
         ssog_row = kernel[query]  # (N,)
         attention = attention_row(tokens, query)  # (N,)

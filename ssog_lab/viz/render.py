@@ -1,62 +1,87 @@
-"""Static views of the notebooks' figures, so an executed notebook shows its plots without a kernel.
+"""How the notebooks' figures reach the reader: live in JupyterLab, static in a saved or exported notebook.
 
-A live widget is displayed as one output holding several views of the same figure; the reader picks
-the best one it can show:
+A live figure is an `ipywidgets.Output` (`FigureView`) that holds the figure as one plotly output;
+every redraw replaces that output, and JupyterLab draws it with its own plotly renderer (plotly's
+JupyterLab extension, which loads plotly.js once per page). No figure depends on a widget front-end
+loading a per-figure module in time, as plotly's `FigureWidget` does on anywidget (2 s, then it drops
+the figure's updates for good).
+
+Displayed, a live figure's box (`FigureBox`) also carries static views of its figure, and so does every
+plain `go.Figure` (through the plotly renderer "ssog_lab", the default once `ssog_lab.viz` is imported in
+a Jupyter kernel, unless PLOTLY_RENDERER chooses another):
 
     application/vnd.jupyter.widget-view+json   the live widget (JupyterLab with a running kernel)
-    application/vnd.plotly.v1+json             the figure as data, drawn by JupyterLab's own plotly
-                                               renderer (a notebook opened without a kernel, or untrusted)
-    text/html                                  a plotly.js <div> for `jupyter nbconvert --to html`: the
-                                               settings of the controls, the readout and the plot
+    application/vnd.plotly.v1+json             the figure as data, drawn by JupyterLab's plotly
+                                               renderer (a notebook opened without a kernel)
+    text/html                                  a plotly.js <div>: the settings of the controls, the
+                                               readout and the plot, for `jupyter nbconvert --to html`
     text/plain                                 one line naming the figure (not `VBox(children=(…`)
 
-Plain `go.Figure`s get the same static views through the plotly renderer "ssog_lab", which becomes the
-default when `ssog_lab.viz` is imported in a Jupyter kernel (unless PLOTLY_RENDERER chooses another).
-
-plotly.js (~4.8 MB) travels inline in the first figure a kernel displays and never again, so an
-executed notebook holds it once and needs no network; every later figure's script calls it. The live
-widgets' own state (plotly's 5 MB anywidget bundle per figure) is not needed by any of these views:
-execute with `store_widget_state=False`, e.g.
-
-    jupyter nbconvert --execute --ExecutePreprocessor.store_widget_state=False --to html NOTEBOOK
-
-(a notebook executed with widget state makes nbconvert prefer the live view, which needs a CDN).
+plotly.js itself (4.8 MB) is never in a notebook's outputs: `export.StaticFigures`, an nbconvert
+preprocessor that the project's environment enables for every HTML export (jupyter-config/), inlines it
+once into the page and drops the live widget views, so `jupyter nbconvert --execute --to html NOTEBOOK` with
+default settings draws every figure offline.
 """
 
 from __future__ import annotations
 
 import html
 import os
-from copy import deepcopy
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
-import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.basedatatypes import BaseFigure
 from plotly.io.base_renderers import MimetypeRenderer
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+PLOT_DIV = 'class="plotly-graph-div"'
 RENDERER = "ssog_lab"
-_plotlyjs_sent = False  # has this process already put plotly.js into an output?
+CONTROLS_NOTE = "; run the notebook to use its controls>"  # ends the text/plain view of a live figure with controls
 
 
-def figure_bundle(figure: BaseFigure | dict, caption: str = "", include_plotlyjs: bool | None = None
-                  ) -> dict[str, Any]:
-    """The static views of `figure`: {PLOTLY_MIME: figure as JSON data, "text/html": caption + plot}.
+def figure_data(figure: BaseFigure | dict) -> dict[str, Any]:
+    """The figure as plotly's JSON mime data ({"data", "layout", "config"}), ready for any front-end."""
+    fig_dict = figure.to_dict() if isinstance(figure, BaseFigure) else figure
+    return pio.renderers["plotly_mimetype"].to_mimebundle(dict(fig_dict))[PLOTLY_MIME]
 
-    include_plotlyjs: inline plotly.js into the HTML; None = only if no earlier call in this process did
-    (later plots rely on it being on the page). `caption` is HTML shown above the plot in the HTML view only.
+
+def figure_bundle(figure: BaseFigure | dict, caption: str = "") -> dict[str, Any]:
+    """The static views of `figure`: {PLOTLY_MIME: figure as JSON data, "text/html": caption + plot, "text/plain"}.
+
+    The HTML plot calls the page's plotly.js (`StaticFigures` puts it there); `caption` is HTML shown above
+    the plot in the HTML view only.
     """
-    global _plotlyjs_sent
-    fig_dict = figure.to_dict() if isinstance(figure, BaseFigure) else figure  # Figure or FigureWidget
-    bundle = pio.renderers["plotly_mimetype"].to_mimebundle(dict(fig_dict))
-    inline = not _plotlyjs_sent if include_plotlyjs is None else include_plotlyjs
-    plot = pio.to_html(fig_dict, include_plotlyjs=inline, include_mathjax=False, full_html=False,
+    data = figure_data(figure)
+    plot = pio.to_html(data, include_plotlyjs=False, include_mathjax=False, full_html=False,
                        default_width="100%", validate=False)
-    _plotlyjs_sent = True
-    bundle["text/html"] = caption + plot
-    return bundle
+    title = (data.get("layout", {}).get("title") or {}).get("text") or "figure"
+    return {PLOTLY_MIME: data, "text/html": caption + plot, "text/plain": f"<figure: {title}>"}
+
+
+class FigureView(widgets.Output):
+    """The live view of a figure: an Output widget whose one output is the figure, replaced on `show`.
+
+    static: the figure as plotly JSON for views without a kernel (default: the figure as it is; a `LiveFigure`
+    gives its figure with a built-in slider). The view keeps its height while plotly redraws (no jump of the
+    page below it).
+    """
+
+    def __init__(self, figure: BaseFigure, static: Callable[[], dict] | None = None, **kwargs):
+        height = figure.layout.height or 450
+        super().__init__(layout=widgets.Layout(min_height=f"{height}px"), **kwargs)
+        self.figure = figure
+        self.static = static or (lambda: figure_data(self.figure))
+        self.show()
+
+    def show(self) -> None:
+        """Replace the view's output with the figure as it is now (one comm message to the browser)."""
+        data = figure_data(self.figure)
+        title = (data.get("layout", {}).get("title") or {}).get("text") or "figure"
+        self.outputs = ({"output_type": "display_data", "metadata": {},
+                         "data": {PLOTLY_MIME: data, "text/plain": f"<figure: {title}>"}},)
 
 
 def _describe(value: Any) -> str:
@@ -64,7 +89,7 @@ def _describe(value: Any) -> str:
 
 
 class FigureBox(widgets.VBox):
-    """A VBox whose display also carries static views of the first plotly FigureWidget among its children.
+    """A VBox whose display also carries static views of the figure of the first `FigureView` among its children.
 
     Controls (widgets with a `description` and a `value`) become a "name = value" line and HTML
     readouts are copied above the static plot, so the HTML view says which setting it shows. The static
@@ -73,23 +98,21 @@ class FigureBox(widgets.VBox):
     """
 
     _shown = None  # the display handle of the last place this box was shown
-    _with_plotlyjs = False  # did that display carry plotly.js? (then its refreshes must, too)
 
     def _repr_mimebundle_(self, **kwargs) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
         children = list(_leaves(self))
-        figures = [child for child in children if isinstance(child, go.FigureWidget)]
-        if not figures:
+        views = [child for child in children if isinstance(child, FigureView)]
+        if not views:
             return bundle
         settings = ", ".join(f"{html.escape(child.description)} = {html.escape(_describe(child.value))}"
                              for child in children
                              if isinstance(child, widgets.ValueWidget) and getattr(child, "description", ""))
         readouts = [child.value for child in children if isinstance(child, widgets.HTML) and child.value]
         caption = "".join(f"<div>{text}</div>" for text in ([f"<i>{settings}</i>"] if settings else []) + readouts)
-        self._with_plotlyjs |= not _plotlyjs_sent
-        bundle.update(figure_bundle(figures[0], caption, include_plotlyjs=self._with_plotlyjs))
-        title = figures[0].layout.title.text or "figure"
-        bundle["text/plain"] = f"<live figure: {title}; run the notebook to use its controls>"
+        bundle.update(figure_bundle(views[0].static(), caption))
+        title = views[0].figure.layout.title.text or "figure"
+        bundle["text/plain"] = f"<live figure: {title}{CONTROLS_NOTE if settings else '>'}"
         return bundle
 
     def _ipython_display_(self) -> None:
@@ -101,33 +124,6 @@ class FigureBox(widgets.VBox):
         """Retake the static views in the output where this box was last displayed (no-op if never shown)."""
         if self._shown is not None:
             self._shown.update(self._repr_mimebundle_(), raw=True)
-
-
-class LiveFigureWidget(go.FigureWidget):
-    """A plotly FigureWidget whose comm opens on `open_as_drawn()`, with the figure as it is then.
-
-    `go.FigureWidget` opens its comm inside its constructor, before plotly fills in the synced traces and
-    layout; they, and every later edit, follow as messages. The anywidget front-end applies a figure's
-    messages only once plotly's 5 MB bundle has loaded in the browser, and drops all of them for good if
-    that takes over 2 s (anywidget 0.11 on a busy machine): the view keeps its opening state, an empty plot
-    that no control redraws. Opening after the first drawing (`LiveFigure` does) puts that drawing into
-    the opening state, so even then the reader sees the right figure; re-running the cell brings the
-    controls back.
-    """
-
-    _drawn = False  # ipywidgets' own `open()` from the constructor opens nothing until `open_as_drawn`
-
-    def open(self) -> None:
-        if self._drawn:
-            super().open()
-
-    def open_as_drawn(self) -> None:
-        """Open the comm with the current traces and layout as its opening state (as plotly's own
-        `_repr_mimebundle_` refreshes them before a FigureWidget is displayed)."""
-        self._widget_data = deepcopy(self._data)
-        self._widget_layout = deepcopy(self._layout_obj._props)
-        self._drawn = True
-        self.open()
 
 
 def _leaves(box: widgets.Box):
@@ -151,3 +147,4 @@ def use_static_renderer() -> None:
     pio.renderers[RENDERER] = StaticRenderer()
     if pio.renderers.default == "plotly_mimetype" and not os.environ.get("PLOTLY_RENDERER"):
         pio.renderers.default = RENDERER
+
