@@ -209,10 +209,13 @@ def test_results_widget_keeps_configurations_apart_and_uses_the_sample_std():
             dict(source="old.jsonl", group="main", depth="ode", mixer="sdpa", label="", values=[0.6, 0.7],
                  current=False)]
     lf = viz.results_widget(rows)
-    assert lf.controls["table"].value == "old.jsonl · main (superseded)"
+    assert lf.controls["table"].value == "accuracy_x.md · main"  # opens on the current table with the most runs
+    lf.update(table="old.jsonl · main (superseded)")
     assert "Not measured at the current code" in lf.readout.value and "SUPERSEDED" in lf.figure.layout.title.text
+    assert [trace.showlegend for trace in lf.figure.data] == [True, False]  # no ssog row in this table
     lf.update(table="accuracy_x.md · main")
     sdpa, ssog = lf.figure.data
+    assert lf.figure.layout.yaxis.range[0] > 40 and lf.figure.layout.yaxis.range[1] < 100  # spans the values
     assert ssog.x == ("discrete", "discrete · heads2", "discrete · heads16")  # never pooled: one bar each
     assert ssog.y[1] == pytest.approx(70.0) and ssog.y[2] == pytest.approx(60.0)
     assert ssog.error_y.array[2] == pytest.approx(10.0)  # sample std of 50, 60, 70 (population std: 8.16)

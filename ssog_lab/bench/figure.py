@@ -37,7 +37,7 @@ def figure(rows: list[dict]):
     fig.update_yaxes(title_text="images / s", row=1, col=1)
     fig.update_yaxes(title_text="peak memory (MB)", row=2, col=1)
     device = next((r["device"] for r in ok), "")
-    fig.update_layout(title=f"Throughput and peak memory against resolution ({device})", height=650,
+    fig.update_layout(title=f"Throughput and peak memory against resolution, {device}", height=650,
                       legend_title_text="mixer (mode)")
     return fig
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +88,8 @@ class Check:
 
     def _repr_html_(self) -> str:
         colour = {"correct": "#1a7f37", "wrong": "#cf222e", "unanswered": "#6e7781"}[self.status]
-        return f'<div style="color:{colour};font-weight:600">{str(self)}</div>'
+        text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(self)))  # `name` is code, as in Markdown
+        return f'<div style="color:{colour};font-weight:600">{text}</div>'
 
 
 def unanswered(hint: str) -> Check:

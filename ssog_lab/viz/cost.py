@@ -25,6 +25,8 @@ _OPERATORS = ("SDPA (dense attention)", "SSoG separable", "SSoG via the N×N ker
 _COLOURS = {name: OPERATOR_COLOURS[name] for name in _OPERATORS}
 # The FLOP formulas' exponents in N (notebook 02's table): 4N²d for attention, 4MN√N·d for separable SSoG.
 _REFERENCE_SLOPES = {"SDPA (dense attention)": 2.0, "SSoG separable": 1.5}
+_BAR_LABELS = {"SDPA (dense attention)": "SDPA", "SSoG separable": "SSoG<br>separable",
+               "SSoG via the N×N kernel": "SSoG via<br>N×N kernel"}  # short enough to sit under a bar
 
 
 def _slider(kind, value, low, high, step, description, width="300px"):
@@ -76,13 +78,20 @@ def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
     titles = (f"G_row ({height}×{height})", f"G_col ({width}×{width})", "G_row ⊗ G_col (N×N)",
               "ops.dense_kernel (N×N)")
     figure = make_subplots(rows=1, cols=4, subplot_titles=titles, column_widths=[0.16, 0.2, 0.32, 0.32],
-                           horizontal_spacing=0.04)
+                           horizontal_spacing=0.07)
+    # The factors share one colour scale, the two N×N kernels another (their entries are products of the factors').
     for col in range(1, 5):
-        figure.add_trace(heatmap(np.zeros((1, 1)), colorscale="Viridis", showscale=False, zmin=0), row=1, col=col)
-    figure.update_layout(height=340, width=1000, margin={"t": 40, "b": 10})
+        figure.add_trace(heatmap(np.zeros((1, 1)), coloraxis="coloraxis" if col < 3 else "coloraxis2"),
+                         row=1, col=col)
+    bar = {"thickness": 10, "len": 0.75}
+    figure.update_layout(height=340, width=1040, margin={"t": 40, "b": 10, "r": 70},
+                         coloraxis={"colorscale": "Viridis", "cmin": 0,
+                                    "colorbar": {**bar, "x": figure.layout.xaxis2.domain[1] + 0.005}},
+                         coloraxis2={"colorscale": "Viridis", "cmin": 0,
+                                     "colorbar": {**bar, "x": 1.01, "title": {"text": "weight", "side": "right"}}})
     image_axes(figure)
 
-    def redraw(fig: go.FigureWidget, sigma_row: float, sigma_col: float, mu_row: float, mu_col: float) -> str:
+    def redraw(fig: go.Figure, sigma_row: float, sigma_col: float, mu_row: float, mu_col: float) -> str:
         mu = torch.tensor([[mu_row, mu_col]], dtype=torch.float64)  # (M=1, 2)
         sigma = torch.tensor([[sigma_row, sigma_col]], dtype=torch.float64)
         amp = torch.ones(1, dtype=torch.float64)
@@ -132,12 +141,12 @@ def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFig
         for col in (1, 2):
             figure.add_trace(go.Scatter(x=tokens, mode="lines+markers", name=name, line={"color": colour},
                                         legendgroup=name, showlegend=col == 1), row=1, col=col)
-    figure.update_xaxes(type="log", title_text="tokens N")
-    figure.update_yaxes(type="log", title_text="FLOPs", row=1, col=1)
-    figure.update_yaxes(type="log", title_text="numbers held", row=1, col=2)
+    figure.update_xaxes(type="log", title_text="tokens N", dtick=1)  # decades only: readable labels
+    figure.update_yaxes(type="log", title_text="FLOPs", dtick=2, exponentformat="power", row=1, col=1)
+    figure.update_yaxes(type="log", title_text="numbers held", dtick=2, exponentformat="power", row=1, col=2)
     figure.update_layout(height=400, width=950, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
 
-    def redraw(fig: go.FigureWidget, atoms: int, d: int) -> str:
+    def redraw(fig: go.Figure, atoms: int, d: int) -> str:
         counts = [flop_counts(s, d, atoms) for s in sides]
         slopes = []
         for k, name in enumerate(_COLOURS):
@@ -199,13 +208,14 @@ def timing_widget(sweep: tuple[int, ...] = (8, 16, 24, 32, 48), slider_max: int 
             figure.add_trace(go.Scatter(x=[n0, tokens[-1]], y=[t0, t0 * (tokens[-1] / n0) ** exponent], mode="lines",
                                         line={"color": colour, "dash": "dot", "width": 1},
                                         name=f"∝ N^{exponent:g} (formula)"), row=1, col=1)
-    figure.add_trace(go.Bar(x=list(_COLOURS), marker_color=list(_COLOURS.values()), showlegend=False), row=1, col=2)
-    figure.update_xaxes(type="log", title_text="tokens N", row=1, col=1)
-    figure.update_yaxes(type="log", title_text="ms", row=1, col=1)
+    figure.add_trace(go.Bar(x=[_BAR_LABELS[name] for name in _COLOURS], marker_color=list(_COLOURS.values()),
+                            showlegend=False), row=1, col=2)
+    figure.update_xaxes(type="log", title_text="tokens N", tickvals=tokens, row=1, col=1)
+    figure.update_yaxes(type="log", title_text="ms", dtick=1, row=1, col=1)  # decades only: readable labels
     figure.update_yaxes(title_text="ms", row=1, col=2)
     figure.update_layout(height=420, width=1000, margin={"t": 40}, legend={"orientation": "h", "y": -0.25})
 
-    def redraw(fig: go.FigureWidget, side: int) -> str:
+    def redraw(fig: go.Figure, side: int) -> str:
         timings = operator_timings(side, d, heads, atoms)
         fig.data[-1].y = [0.0 if math.isnan(t) else t for t in timings.values()]
         parts = [f"{name}: {t:.3g} ms" if math.isfinite(t) else f"{name}: skipped (N² too large)"

@@ -109,13 +109,15 @@ def solver_widget(func, y0: Tensor, end_time: float, reference: Tensor, grid: tu
                                 marker={"symbol": "star", "size": 18, "color": "black"}), row=1, col=1)
     figure.add_trace(heatmap(np.zeros(grid), colorscale="Viridis", colorbar={"x": 1.02, "title": "error"}),
                      row=1, col=2)
-    figure.update_xaxes(type="log", title_text="NFE (evaluations of f)", row=1, col=1)
+    figure.update_xaxes(type="log", dtick=1, title_text="NFE (evaluations of f)", row=1, col=1)
     figure.update_yaxes(type="log", exponentformat="power", title_text="‖x(T) − x_ref(T)‖ / ‖x_ref(T)‖", row=1, col=1)
     figure.update_layout(height=460, width=980, margin={"t": 40}, legend={"orientation": "h", "y": -0.2})
-    image_axes(figure, subplots=[2])
+    image_axes(figure, subplots=[2], ticks=True)
+    figure.update_xaxes(title_text="column (tokens)", row=1, col=2)
+    figure.update_yaxes(title_text="row", row=1, col=2)
     scale = reference[0].norm(dim=-1).mean()
 
-    def redraw(fig: go.FigureWidget, solver: str, steps: int, rtol: float) -> str:
+    def redraw(fig: go.Figure, solver: str, steps: int, rtol: float) -> str:
         controls["steps"].disabled = SOLVERS[solver][1] == "dopri5"  # dopri5 picks its own steps
         controls["rtol"].disabled = not controls["steps"].disabled
         y, nfe = solve_and_count(func, y0, end_time, solver, steps=steps, rtol=rtol)
@@ -173,7 +175,7 @@ def solver_independence_widget(models: dict[str, torch.nn.Module], images: Tenso
     figure.update_layout(barmode="overlay", height=400, width=980, margin={"t": 50},
                          legend={"orientation": "h", "y": -0.35})
 
-    def redraw(fig: go.FigureWidget, image: int, rtol: float) -> str:
+    def redraw(fig: go.Figure, image: int, rtol: float) -> str:
         if rtol not in solved:
             solved[rtol] = {}
             for name, model in models.items():
@@ -208,7 +210,7 @@ def reference_slopes(rows: list[dict], orders: tuple[int, ...] = (1, 2, 4)) -> l
         high = min(nfe.max(), x0 + (y0 - error.min()) / p)
         xs = np.array([low, high])
         traces.append(go.Scatter(x=10 ** xs, y=10 ** (y0 - p * (xs - x0)), mode="lines+text", name=f"slope −{p}",
-                                 text=["", f"slope −{p}"], textposition="bottom right", showlegend=False,
+                                 text=["", f"slope −{p}"], textposition="bottom left", showlegend=False,
                                  line={"color": "grey", "dash": "dot", "width": 1}, hoverinfo="skip"))
     return traces
 
@@ -319,7 +321,7 @@ def trajectory_widget(paths: dict[str, tuple[Tensor, Tensor]], grid: tuple[int, 
     figure.update_layout(height=520, width=760, margin={"t": 80},
                          title="token states through depth (markers: after each layer, or at integer t)")
 
-    def redraw(fig: go.FigureWidget, tokens: int, forms: tuple[str, ...], axes: str) -> str:
+    def redraw(fig: go.Figure, tokens: int, forms: tuple[str, ...], axes: str) -> str:
         a, b = pairs[axes]
         starts = []
         for f, name in enumerate(paths):
@@ -355,7 +357,7 @@ def parameter_widget(rows: list[dict]) -> LiveFigure:
     figure.update_layout(barmode="group", height=420, width=820, yaxis_title="parameters", margin={"t": 50},
                          title="parameters per mixer and depth form (label: saving vs sdpa at the same depth)")
 
-    def redraw(fig: go.FigureWidget, preset: str) -> str:
+    def redraw(fig: go.Figure, preset: str) -> str:
         table = {(r["depth"], r["mixer"]): r for r in rows if r["preset"] == preset}
         for trace, depth in zip(fig.data, depths, strict=True):
             picked = [table.get((depth, m)) for m in mixers]

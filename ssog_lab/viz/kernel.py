@@ -119,7 +119,8 @@ def interpreter_widget(side: int = 8) -> LiveFigure:
                                      continuous_update=False),
         "mu_col": widgets.FloatSlider(value=1.0, min=-side, max=side, step=0.5, description="μ_col",
                                       continuous_update=False),
-        "steered": widgets.Checkbox(value=False, description="steered (μ_col varies per token)"),
+        "steered": widgets.Checkbox(value=False, description="steered (μ_col varies per token)", indent=False,
+                                    layout=widgets.Layout(width="auto")),  # the whole label, never cut
     }
     figure = make_subplots(rows=1, cols=3, horizontal_spacing=0.05,
                            subplot_titles=("Triton kernel", "torch reference", "|difference|"))
@@ -129,7 +130,7 @@ def interpreter_widget(side: int = 8) -> LiveFigure:
     figure.update_layout(height=330, width=900, margin={"t": 40, "b": 10})
     image_axes(figure)
 
-    def redraw(fig: go.FigureWidget, sigma: float, mu_col: float, steered: bool) -> str:
+    def redraw(fig: go.Figure, sigma: float, mu_col: float, steered: bool) -> str:
         mu = torch.tensor([[[0.0, mu_col]]])  # (heads=1, M=1, 2)
         sigmas = torch.full((1, 1, 2), sigma)
         amp = torch.ones(1, 1)

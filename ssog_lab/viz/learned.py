@@ -188,7 +188,7 @@ def atoms_widget(model, query: tuple[int, int] | None = None) -> LiveFigure:
     figure.update_yaxes(title_text="μ_row (tokens)", autorange="reversed", zeroline=True, row=1, col=2)
     figure.update_layout(height=470, width=960, margin={"t": 40})
 
-    def redraw(fig: go.FigureWidget, layer: int, head: int) -> str:
+    def redraw(fig: go.Figure, layer: int, head: int) -> str:
         mu, sigma, amp = learned_atoms(model, layer)  # (heads, M, 2), (heads, M, 2), (heads, M)
         scale = float(amp.abs().max()) or 1.0
         lines = []
@@ -238,13 +238,17 @@ def steering_widget(model, images: Tensor) -> LiveFigure:
     figure.update_yaxes(range=[grid[0] + 2.5, -3.5], scaleanchor="x", row=1, col=1)
     image_axes(figure, subplots=[2])
     token_axes(figure, (2,))
+    figure.update_xaxes(title_text="column (tokens)", row=1, col=1)
+    figure.update_yaxes(title_text="row (tokens)", row=1, col=1)
+    figure.update_xaxes(title_text="query column c (tokens)", row=1, col=2)  # one cell per query token
+    figure.update_yaxes(title_text="query row r (tokens)", row=1, col=2)
     figure.data[3].colorbar.title = "log₂ σ(x)/σ"
     figure.update_layout(height=470, width=960, margin={"t": 40}, showlegend=False)
     cache: dict[tuple[int, int], tuple[Tensor, Tensor, Tensor]] = {}
     rows, cols = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
     position = torch.stack([rows.flatten(), cols.flatten()], -1).double()  # (N, 2): (row, col) of each token
 
-    def redraw(fig: go.FigureWidget, image: int, layer: int, head: int, atom: int) -> str:
+    def redraw(fig: go.Figure, image: int, layer: int, head: int, atom: int) -> str:
         if (image, layer) not in cache:
             cache[(image, layer)] = layer_atoms(model, images[image:image + 1], layer)
         mu, sigma, amp = (t[0, head, :, atom].double() for t in cache[(image, layer)])  # (N, 2), (N, 2), (N,)
@@ -296,7 +300,7 @@ def receptive_field_widget(model, images: Tensor, query: tuple[int, int] | None 
     token_axes(figure, (2, 3))
     n = grid[0] * grid[1]
 
-    def redraw(fig: go.FigureWidget, image: int, layer: int, head: int, row: int, col: int) -> str:
+    def redraw(fig: go.Figure, image: int, layer: int, head: int, row: int, col: int) -> str:
         mu, sigma, amp = (t[:, head:head + 1].double() for t in layer_atoms(model, images[image:image + 1], layer))
         steered = ops.dense_kernel(mu, sigma, amp, grid)[0, 0]  # (N, N)
         fixed_mu, fixed_sigma, fixed_amp = (t[head:head + 1] for t in learned_atoms(model, layer))

@@ -59,9 +59,11 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
     figure.update_layout(height=400, width=900, showlegend=False, margin={"t": 40})
     figure.update_yaxes(title_text="‖·‖₂ (autoscaled, not from 0)", row=1, col=1)
     figure.update_xaxes(range=[-0.5, len(names) - 0.5], tickangle=-20, row=1, col=1)  # room for the value labels
-    image_axes(figure, subplots=[2])
+    image_axes(figure, subplots=[2], ticks=True)
+    figure.update_xaxes(title_text="input column c′ (tokens)", row=1, col=2)
+    figure.update_yaxes(title_text="input row r′", row=1, col=2)
 
-    def redraw(fig: go.FigureWidget, sigma: float, mu_col: float, amp2: float) -> str:
+    def redraw(fig: go.Figure, sigma: float, mu_col: float, amp2: float) -> str:
         mu, sigmas, amp = two_atom_head(sigma, mu_col, amp2)
         exact = float(lipschitz.ssog_spectral_norm(mu, sigmas, amp, grid, steps=30, tol=1e-6)[0])
         dense = float(lipschitz.ssog_dense_spectral_norm(mu, sigmas, amp, grid)[0])
@@ -165,7 +167,7 @@ def _ray_widget(measure: Callable[[Callable, Tensor, float], float], title: str,
     figure.update_layout(title=title, height=420, width=760, xaxis={"type": "log", "title": "scale s of the input s·x"},
                          yaxis={"type": "log" if log_y else "linear", "title": y_title}, margin={"t": 50})
 
-    def redraw(fig: go.FigureWidget, s: float, ray: str = rays[0]) -> str:
+    def redraw(fig: go.Figure, s: float, ray: str = rays[0]) -> str:
         parts = []
         for k, (name, func) in enumerate(mixers.items()):
             value = measure(func, points[ray], s)
@@ -248,7 +250,7 @@ def picard_widget(max_iterations: int = 12, end_time: float = 2.0, points: int =
                                 name="iterates 0 … k−1", connectgaps=False))
     figure.update_layout(height=440, width=800, xaxis_title="t", yaxis_title="x(t)", margin={"t": 30})
 
-    def redraw(fig: go.FigureWidget, k: int, problem: str) -> str:
+    def redraw(fig: go.Figure, k: int, problem: str) -> str:
         p, xs = problems[problem], iterates[problem]  # xs (K + 1, T, D)
         t, exact = p["t"], p["exact"]  # (T,), (T, D)
         tokens = shown if exact.shape[1] > 1 else [0]

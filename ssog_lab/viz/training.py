@@ -21,7 +21,7 @@ from torch import nn
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
-from .render import FigureBox, LiveFigureWidget
+from .render import FigureBox, FigureView
 
 
 def _colour(name: str, index: int) -> str:
@@ -38,7 +38,7 @@ _SERIES = (
 
 
 class TrainingMonitor:
-    """A loss/accuracy FigureWidget that grows while `ssog_lab.train.fit` runs.
+    """A loss/accuracy figure that grows while `ssog_lab.train.fit` runs.
 
     runs: the names of the runs to draw (one colour each). `log(record, run)` appends one record of
     fit's history ({"kind": "step", "epoch", "loss", "accuracy", ...} or {"kind": "epoch", "epoch",
@@ -66,10 +66,10 @@ class TrainingMonitor:
         figure.update_yaxes(range=[0, 1.02], row=1, col=2)
         figure.update_layout(height=420, width=980, title=title, margin={"t": 70},
                              legend={"orientation": "h", "y": -0.2})
-        self.figure = LiveFigureWidget(figure)
-        self.figure.open_as_drawn()
+        self.figure = figure
+        self.view = FigureView(figure)
         self.readout = widgets.HTML()
-        self.widget = FigureBox([self.readout, self.figure])
+        self.widget = FigureBox([self.readout, self.view])
         self.latest: dict[str, dict] = {}
 
     def log(self, record: dict, run: str | None = None) -> None:
@@ -80,14 +80,14 @@ class TrainingMonitor:
         kind = record.get("kind")
         if kind not in ("step", "epoch"):
             raise ValueError(f"record['kind'] must be 'step' or 'epoch', got {kind!r}")
-        with self.figure.batch_update():
-            for _, series_kind, key, _, _, _ in _SERIES:
-                value = record.get(key)
-                if series_kind != kind or value is None:
-                    continue
-                trace = self.figure.data[self._trace[(run, kind, key)]]
-                trace.x = (*(trace.x or ()), float(record["epoch"]))
-                trace.y = (*(trace.y or ()), float(value))
+        for _, series_kind, key, _, _, _ in _SERIES:
+            value = record.get(key)
+            if series_kind != kind or value is None:
+                continue
+            trace = self.figure.data[self._trace[(run, kind, key)]]
+            trace.x = (*(trace.x or ()), float(record["epoch"]))
+            trace.y = (*(trace.y or ()), float(value))
+        self.view.show()
         self.latest.setdefault(run, {}).update({k: v for k, v in record.items() if v is not None})
         self.readout.value = "<br>".join(self._summary(name) for name in self.runs if name in self.latest)
         if kind == "epoch":  # the static views, shown without a kernel, follow the curves epoch by epoch
@@ -151,7 +151,7 @@ def prediction_widget(models: dict[str, nn.Module], dataset, index: int = 0) -> 
     figure.update_layout(height=360, width=860, barmode="group", margin={"t": 40})
     image_axes(figure, subplots=[1])
 
-    def redraw(fig: go.FigureWidget, index: int) -> str:
+    def redraw(fig: go.Figure, index: int) -> str:
         image, label = dataset[index]
         fig.data[0].z = as_array(image[0])
         verdicts = []
@@ -176,28 +176,35 @@ def read_results(path: str | Path) -> list[dict]:
 
 
 def results_widget(results: list[dict]) -> LiveFigure:
-    """Stored accuracy results as bars: one bar per configuration, mean ± sample std (n − 1) over its seeds.
+    """Stored accuracy results as dots with error bars: one dot per configuration and mixer, mean ± sample std
+    (n − 1) over its seeds.
 
     results: configuration rows of `viz.claims.accuracy_results` ({source, group, depth, mixer, label,
     values, current, …}); each row is one configuration, so runs of different configurations are never
-    averaged together. A dropdown picks one table (file · group); bars are labelled with n, the number of
-    seeds, and a table measured before the current code says so in its title and readout.
+    averaged together. A dropdown picks one table (file · group), opening on the current table with the most
+    runs; each dot's hover text and the readout give its mean and n, the number of seeds, and a table measured
+    before the current code says so in its title and readout. The accuracy axis spans the table's values, not 0–100 %: dots, unlike bars, do
+    not claim a length from zero.
     """
     if not results:
         raise ValueError("results must hold at least one configuration row (viz.claims.accuracy_results)")
     tables = list(dict.fromkeys(_table(r) for r in results))
-    controls = {"table": widgets.Dropdown(options=tables, value=tables[-1], description="results",
+    runs = {table: (all(r["current"] for r in results if _table(r) == table),
+                    sum(len(r["values"]) for r in results if _table(r) == table)) for table in tables}
+    controls = {"table": widgets.Dropdown(options=tables, value=max(tables, key=runs.get), description="results",
                                           layout=widgets.Layout(width="520px"))}
     mixers = list(dict.fromkeys(r["mixer"] for r in results))
-    figure = go.Figure([go.Bar(name=mixer, marker_color=_colour(mixer, i), textposition="outside")
+    # The value and n of each dot show on hover and in the readout: labels beside grouped dots would overlap.
+    figure = go.Figure([go.Scatter(name=mixer, mode="markers", marker={"color": _colour(mixer, i), "size": 11},
+                                   hovertemplate=f"{mixer}, %{{x}}: %{{text}}<extra></extra>")
                         for i, mixer in enumerate(mixers)])
-    figure.update_layout(barmode="group", height=440, width=900, margin={"t": 60}, xaxis_title="configuration",
-                         yaxis_title="test accuracy (%)")
+    figure.update_layout(scattermode="group", height=440, width=900, margin={"t": 70}, xaxis_title="configuration",
+                         yaxis_title="test accuracy (%)", title_font_size=14)
 
-    def redraw(fig: go.FigureWidget, table: str) -> str:
+    def redraw(fig: go.Figure, table: str) -> str:
         rows = [r for r in results if _table(r) == table]
         slots = list(dict.fromkeys(_slot(r) for r in rows))
-        lines = []
+        lines, shown = [], []
         for trace, mixer in zip(fig.data, mixers, strict=True):
             cells = {_slot(r): r for r in rows if r["mixer"] == mixer}
             stats = {slot: _mean_std(cells[slot]["values"]) for slot in cells}
@@ -208,14 +215,19 @@ def results_widget(results: list[dict]) -> LiveFigure:
                                        for s in slots]}
             trace.text = [f"{100 * stats[s][0]:.1f} (n={len(cells[s]['values'])})" if s in stats else ""
                           for s in slots]
+            trace.showlegend = bool(stats)  # no legend entry for a mixer this table lacks
             for slot in slots:
                 if slot in stats:
                     mean, std = stats[slot]
+                    shown += [100 * (mean - (std if math.isfinite(std) else 0)),
+                              100 * (mean + (std if math.isfinite(std) else 0))]
                     spread = f" ± {100 * std:.2f}" if math.isfinite(std) else ""
                     lines.append(f"{slot} / {mixer}: {100 * mean:.2f}{spread}% (n = {len(cells[slot]['values'])})")
+        pad = max(1.0, 0.15 * (max(shown) - min(shown)))  # percentage points of room around the dots
+        fig.layout.yaxis.range = [max(0.0, min(shown) - pad), min(100.0, max(shown) + pad)]
         current = all(r["current"] for r in rows)
         state = "" if current else " — SUPERSEDED: measured before the current code"
-        fig.layout.title = f"{table}: test accuracy, mean ± sample std over seeds{state}"
+        fig.layout.title = f"{table}<br><sup>test accuracy, mean ± sample std over seeds{state}</sup>"
         head = "" if current else ("<b>Not measured at the current code</b>: this table was made with models the "
                                    "code no longer builds (a parameter count differs). Read it as history.<br>")
         return head + "<br>".join(lines)

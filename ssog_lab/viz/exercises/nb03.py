@@ -71,8 +71,8 @@ def exact():
 
 
 @exercise("03.iterates", wrong=10, judge=close(0.0),
-          hint="evaluate the tail Σ_{j>k} 1/j! for a few k (viz.picard_bound(1, 1, 1, k) does it); mind that "
-               "the sum starts after k.",
+          hint="evaluate the tail 1/(k+1)! + 1/(k+2)! + … for a few k (viz.picard_bound(1, 1, 1, k) does it); "
+               "mind that the sum starts after k.",
           explain="the tail after k = 9 is about 3·10⁻⁷, after k = 8 about 3·10⁻⁶: nine iterates suffice.")
 def iterates() -> int:
     return next(k for k in range(50) if picard_bound(1.0, 1.0, 1.0, k) < 1e-6)

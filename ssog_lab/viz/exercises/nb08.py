@@ -7,8 +7,8 @@ from ._registry import close, exercise
 
 
 @exercise("08.mode", wrong=3, judge=close(0.0),
-          hint="the logit is a parabola in j whose vertex is at the centre i + μ; `_mode` returns the grid position "
-               "nearest it, clamped to the line's positions 0 … P − 1.",
+          hint="the logit is a parabola in j whose vertex is at the centre i + μ; the kernel's mode is the grid "
+               "position nearest it, clamped to the line's positions 0 … P − 1.",
           explain="i + μ = 3.6 lies nearer 4 than 3, inside the line, so no clamping: j* = 4.")
 def mode() -> int:
     line, query, offset = 7, 2.0, 1.6
