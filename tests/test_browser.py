@@ -150,7 +150,7 @@ def browser(tmp_path_factory):
 @pytest.fixture(scope="session")
 def screenshots(tmp_path_factory):
     """Where each notebook's screenshot goes: a temporary folder, or SSOG_LAB_SCREENSHOTS (the README's picture:
-    `SSOG_LAB_SCREENSHOTS=docs/images pytest tests/test_browser.py -k "redraws and 01_"`)."""
+    `SSOG_LAB_SCREENSHOTS=docs/images pytest tests/test_browser.py -k "follows and 01_ and idle"`)."""
     chosen = os.environ.get("SSOG_LAB_SCREENSHOTS")
     folder = Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("browser-screenshots")
     folder.mkdir(parents=True, exist_ok=True)
@@ -343,7 +343,7 @@ def test_every_live_figure_follows_its_controls(name, load, lab, browser, execut
               f"{len(moves)} live figures redrew on the first move, the slowest {slowest:.1f} s after it")
         page.wait_for_timeout(300)  # let plotly finish painting before the screenshot
     finally:
-        path = screenshots / f"{name}_{load}.png"
+        path = screenshots / (f"{name}.png" if load == "idle" else f"{name}_{load}.png")
         page.screenshot(path=path)
         print(f"{name}: {path}" + "".join(f"\n  page error: {text}" for text in page_errors))
         page.close()

@@ -183,8 +183,8 @@ def results_widget(results: list[dict]) -> LiveFigure:
     values, current, …}); each row is one configuration, so runs of different configurations are never
     averaged together. A dropdown picks one table (file · group), opening on the current table with the most
     runs; each dot's hover text and the readout give its mean and n, the number of seeds, and a table measured
-    before the current code says so in its title and readout. The accuracy axis spans the table's values, not 0–100 %: dots, unlike bars, do
-    not claim a length from zero.
+    before the current code says so in its title and readout. The accuracy axis spans the table's values, not
+    0–100 %: dots, unlike bars, do not claim a length from zero.
     """
     if not results:
         raise ValueError("results must hold at least one configuration row (viz.claims.accuracy_results)")
