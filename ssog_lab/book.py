@@ -129,10 +129,10 @@ def check_out(out: Path) -> None:
 
 def publish(out: Path, seconds: dict[str, float | None], fast: bool) -> list[dict]:
     """Render the executed notebooks out/notebooks/NAME.ipynb (NAME in `seconds`, with its execution time or
-    None) to out/NAME.html, write one plotly.js and the index. Returns the index rows."""
+    None) to out/NAME.html, write one plotly.js and the index. Returns the index rows. `out` is the caller's:
+    `build` checks it; a test publishes into a fresh folder."""
     from plotly.offline import get_plotlyjs
 
-    check_out(out)
     (out / MARKER).write_text("made by python -m ssog_lab book\n")
     (out / PLOTLYJS).write_text(get_plotlyjs())
     names = sorted(seconds)

@@ -34,6 +34,7 @@ def plotlyjs_script() -> str:
             ".stream().pipeThrough(new DecompressionStream('gzip'))).text().then(code => (0, eval)(code));</script>\n")
 
 
+NO_SCRIPT = "data:text/javascript,"  # an empty script, for the template's CDN script tags
 _PLOT_SCRIPT = re.compile(r"<script>(\s*window\.PLOTLYENV.*?)</script>", re.S)  # pio.to_html's script of one plot
 
 
@@ -65,6 +66,7 @@ class StaticFigures(Preprocessor):
                               if self.plotlyjs_url else plotlyjs_script())
                     data["text/html"] = script + data["text/html"]
                     first = False
+        resources["require_js_url"] = NO_SCRIPT  # the plots call window.Plotly: the page asks no CDN for require.js
         return nb, resources
 
 
@@ -90,6 +92,11 @@ def markdown_with_mathml(source: str) -> str:
 
 class StaticMaths(Preprocessor):
     """Every Markdown cell's TeX becomes MathML (`markdown_with_mathml`): typeset offline, with no MathJax."""
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        resources["mathjax_url"] = NO_SCRIPT  # nothing left to typeset: the page asks no CDN for MathJax
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "markdown":
