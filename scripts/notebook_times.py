@@ -53,7 +53,8 @@ def report(rows: list[dict], modes: list[str], command: str, loads: tuple[float,
         "Wall time to execute each notebook top to bottom in a fresh kernel (nbclient, kernel start included, as "
         "the tests run them), full mode and fast mode (`SSOG_LAB_FAST=1`). The time you spend with the widgets "
         "is not included. Each notebook's \"Running time\" line quotes this file.", "",
-        f"- Machine: {m['cpu_model']} ({m['cpu_vendor']}), {os.cpu_count()} cores, no GPU used; 1-minute load "
+        f"- Machine: {m['cpu_model']} ({m['cpu_vendor']}; {m['cpu_flags'] or 'no AVX-512 or AMX'}), "
+        f"{os.cpu_count()} cores, no GPU used; 1-minute load "
         f"average {loads[0]:.1f} before and {loads[1]:.1f} after (other work on the machine slows the notebooks).",
         f"- Date: {stamp}; code at commit {git_commit() or 'unknown (not a git checkout)'}.",
         f"- Command: `{command}`", "",
