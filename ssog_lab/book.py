@@ -133,7 +133,6 @@ def publish(out: Path, seconds: dict[str, float | None], fast: bool) -> list[dic
     `build` checks it; a test publishes into a fresh folder."""
     from plotly.offline import get_plotlyjs
 
-    (out / MARKER).write_text("made by python -m ssog_lab book\n")
     (out / PLOTLYJS).write_text(get_plotlyjs())
     names = sorted(seconds)
     rows = []

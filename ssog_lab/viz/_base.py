@@ -126,8 +126,7 @@ class LiveFigure:
         layout_keys = sorted({key for frame in frames for key in frame["layout"]} - {"sliders"})
         relaid = [key for key in layout_keys if len({json.dumps(f["layout"].get(key)) for f in frames}) > 1]
         control = self.controls[name]
-        active = next(k for k, (_, value) in enumerate(positions) if value == control.value) \
-            if not isinstance(control, widgets.Checkbox) else int(bool(control.value))
+        active = next(k for k, (_, value) in enumerate(positions) if value == control.value)
         layout = base["layout"]  # room at the bottom of the figure, below any legend or axis title, for the slider
         margin = layout.setdefault("margin", {})
         plot_height = (layout.get("height") or 450) - margin.get("b", 80) - margin.get("t", 100)  # px, kept

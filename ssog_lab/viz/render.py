@@ -48,6 +48,11 @@ def figure_data(figure: BaseFigure | dict) -> dict[str, Any]:
     return pio.renderers["plotly_mimetype"].to_mimebundle(dict(fig_dict))[PLOTLY_MIME]
 
 
+def figure_title(data: dict[str, Any]) -> str:
+    """The title text of a figure's JSON data, or "figure"."""
+    return (data.get("layout", {}).get("title") or {}).get("text") or "figure"
+
+
 def figure_bundle(figure: BaseFigure | dict, caption: str = "") -> dict[str, Any]:
     """The static views of `figure`: {PLOTLY_MIME: figure as JSON data, "text/html": caption + plot, "text/plain"}.
 
@@ -57,8 +62,7 @@ def figure_bundle(figure: BaseFigure | dict, caption: str = "") -> dict[str, Any
     data = figure_data(figure)
     plot = pio.to_html(data, include_plotlyjs=False, include_mathjax=False, full_html=False,
                        default_width="100%", validate=False)
-    title = (data.get("layout", {}).get("title") or {}).get("text") or "figure"
-    return {PLOTLY_MIME: data, "text/html": caption + plot, "text/plain": f"<figure: {title}>"}
+    return {PLOTLY_MIME: data, "text/html": caption + plot, "text/plain": f"<figure: {figure_title(data)}>"}
 
 
 class FigureView(widgets.Output):
@@ -79,9 +83,8 @@ class FigureView(widgets.Output):
     def show(self) -> None:
         """Replace the view's output with the figure as it is now (one comm message to the browser)."""
         data = figure_data(self.figure)
-        title = (data.get("layout", {}).get("title") or {}).get("text") or "figure"
         self.outputs = ({"output_type": "display_data", "metadata": {},
-                         "data": {PLOTLY_MIME: data, "text/plain": f"<figure: {title}>"}},)
+                         "data": {PLOTLY_MIME: data, "text/plain": f"<figure: {figure_title(data)}>"}},)
 
 
 def _describe(value: Any) -> str:
@@ -147,4 +150,3 @@ def use_static_renderer() -> None:
     pio.renderers[RENDERER] = StaticRenderer()
     if pio.renderers.default == "plotly_mimetype" and not os.environ.get("PLOTLY_RENDERER"):
         pio.renderers.default = RENDERER
-

@@ -208,19 +208,17 @@ def results_widget(results: list[dict]) -> LiveFigure:
         for trace, mixer in zip(fig.data, mixers, strict=True):
             cells = {_slot(r): r for r in rows if r["mixer"] == mixer}
             stats = {slot: _mean_std(cells[slot]["values"]) for slot in cells}
+            errors = [100 * stats[s][1] if s in stats and math.isfinite(stats[s][1]) else 0.0 for s in slots]
             trace.x = slots
             trace.y = [100 * stats[s][0] if s in stats else None for s in slots]
-            trace.error_y = {"type": "data", "visible": True,
-                             "array": [100 * stats[s][1] if s in stats and math.isfinite(stats[s][1]) else 0.0
-                                       for s in slots]}
+            trace.error_y = {"type": "data", "visible": True, "array": errors}
+            shown += [y + sign * e for y, e in zip(trace.y, errors, strict=True) if y is not None for sign in (-1, 1)]
             trace.text = [f"{100 * stats[s][0]:.1f} (n={len(cells[s]['values'])})" if s in stats else ""
                           for s in slots]
             trace.showlegend = bool(stats)  # no legend entry for a mixer this table lacks
             for slot in slots:
                 if slot in stats:
                     mean, std = stats[slot]
-                    shown += [100 * (mean - (std if math.isfinite(std) else 0)),
-                              100 * (mean + (std if math.isfinite(std) else 0))]
                     spread = f" ± {100 * std:.2f}" if math.isfinite(std) else ""
                     lines.append(f"{slot} / {mixer}: {100 * mean:.2f}{spread}% (n = {len(cells[slot]['values'])})")
         pad = max(1.0, 0.15 * (max(shown) - min(shown)))  # percentage points of room around the dots
