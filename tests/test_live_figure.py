@@ -16,7 +16,7 @@ import pytest
 from plotly_json import typed_array
 
 from ssog_lab import viz
-from ssog_lab.viz._base import SLIDER_HEIGHT, LiveFigure
+from ssog_lab.viz._base import SLIDER_HEIGHT, STEPS_BUDGET_BYTES, LiveFigure
 from ssog_lab.viz.render import figure_data
 
 
@@ -113,3 +113,19 @@ def test_a_notebook_widget_has_a_built_in_slider_over_its_main_control():
     assert len(steps) == len(positions) > 2
     restyled = [typed_array(apply_step(stepped, step)["data"][0]["y"]) for step in steps[:2]]
     assert not np.allclose(*restyled)  # the first two positions draw different curves
+
+
+def test_large_steps_are_thinned_to_the_budget_keeping_the_ends_and_the_current_value():
+    figure = go.Figure([go.Heatmap(z=np.zeros((120, 120), dtype=np.float32))])
+
+    def redraw(fig: go.Figure, level: float) -> None:
+        fig.data[0].z = np.random.default_rng(int(level * 100)).random((120, 120), dtype=np.float32) * level
+
+    live = LiveFigure(figure, {"level": widgets.FloatSlider(value=0.75, min=0.0, max=2.0, step=0.25)}, redraw)
+    slider = live.stepped_figure()["layout"]["sliders"][0]
+    labels = [step["label"] for step in slider["steps"]]
+    assert 3 <= len(labels) < 9 and labels[0] == "0" and labels[-1] == "2"
+    assert labels[slider["active"]] == "0.75"
+    step_bytes = len(json.dumps(slider["steps"][0]))
+    assert STEPS_BUDGET_BYTES < 9 * step_bytes  # the full 9 steps would exceed the budget
+    assert len(json.dumps(slider["steps"])) <= STEPS_BUDGET_BYTES + step_bytes  # the current value may add one

@@ -16,6 +16,9 @@ from .render import FigureBox, FigureView, figure_data
 
 BUILT_IN_STEPS = 9  # positions of a live figure's main control precomputed for its kernel-free view
 SLIDER_HEIGHT = 90  # pixels added below a figure for its built-in slider
+# The built-in slider's steps of one figure hold at most about this much JSON (a saved notebook holds each figure's
+# steps twice, as plotly JSON and in its HTML view), unless 3 steps alone exceed it.
+STEPS_BUDGET_BYTES = 400_000
 
 
 class LiveFigure:
@@ -107,7 +110,8 @@ class LiveFigure:
         """The figure as plotly JSON with plotly's own slider over `steps` positions of the main control
         (`main_control`), each redrawn here in advance: in a page without a kernel the slider still moves the
         figure. Each step restyles only the trace attributes and relayouts only the layout keys that differ
-        between steps. The controls and the readout are left alone; the figure is redrawn at their values."""
+        between steps; steps too large for `STEPS_BUDGET_BYTES` are thinned (the ends and the current value
+        stay). The controls and the readout are left alone; the figure is redrawn at their values."""
         choice = self.main_control(steps)
         if choice is None:
             return figure_data(self.figure)
@@ -127,6 +131,15 @@ class LiveFigure:
         relaid = [key for key in layout_keys if len({json.dumps(f["layout"].get(key)) for f in frames}) > 1]
         control = self.controls[name]
         active = next(k for k, (_, value) in enumerate(positions) if value == control.value)
+        steps_args = [[{key: [trace.get(key) for trace in frame["data"]] for key in changed},
+                       {key: frame["layout"].get(key) for key in relaid}] for frame in frames]
+        # A figure whose steps are large (a photograph per step) keeps fewer of them, ends and current included.
+        step_bytes = sum(len(json.dumps(args)) for args in steps_args) / len(steps_args)
+        keep = max(3, int(STEPS_BUDGET_BYTES // step_bytes))
+        if keep < len(positions):
+            kept = sorted({round(k) for k in np.linspace(0, len(positions) - 1, keep)} | {active})
+            active = kept.index(active)
+            positions, steps_args = [positions[k] for k in kept], [steps_args[k] for k in kept]
         layout = base["layout"]  # room at the bottom of the figure, below any legend or axis title, for the slider
         margin = layout.setdefault("margin", {})
         plot_height = (layout.get("height") or 450) - margin.get("b", 80) - margin.get("t", 100)  # px, kept
@@ -139,10 +152,8 @@ class LiveFigure:
             "currentvalue": {"prefix": f"{control.description or name} = ", "font": {"size": 13, "color": "#2a3f5f"}},
             # Labels longer than a step's width would overlap under the rail: then only the current value shows.
             **({"font": {"color": "rgba(0, 0, 0, 0)"}} if max(len(label) for label, _ in positions) > 12 else {}),
-            "steps": [{"label": label, "method": "update",
-                       "args": [{key: [trace.get(key) for trace in frame["data"]] for key in changed},
-                                {key: frame["layout"].get(key) for key in relaid}]}
-                      for (label, _), frame in zip(positions, frames, strict=True)],
+            "steps": [{"label": label, "method": "update", "args": args}
+                      for (label, _), args in zip(positions, steps_args, strict=True)],
         }]
         return base
 
