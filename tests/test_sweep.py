@@ -77,8 +77,12 @@ def test_resume_skips_finished_runs_and_picks_the_best_validation_trial(tmp_path
     varied = [(phase, key, m) for phase, (key, _, values) in sweep.VARIATIONS.items() for m, options in values.items()
               for value in options if value != winners[m].labels.get(key)]  # values the tuning did not pick
     assert len(varied) >= 2
-    # main: mixers × depths × seeds; patch2: mixers × seeds; horizon; the variations of a tuned hyper-parameter
-    assert len(commands) == 4 * 3 * 3 + 4 * 3 + len(sweep.HORIZON_MIXERS) + len(varied)
+    # main: mixers × depths × seeds; patch2: mixers × seeds discrete, SDPA and both SSoG × seeds looped; horizon;
+    # the variations of a tuned hyper-parameter
+    assert len(commands) == 4 * 3 * 3 + 4 * 3 + 3 * 3 + len(sweep.HORIZON_MIXERS) + len(varied)
+    only = [shlex.split(c) for c in dry_run(root, capsys, "--only", "patch2/looped/*")]
+    assert len(only) == 3 * 3 and {flag(argv, "--depth")[0] for argv in only} == {"looped"}
+    assert all("patch_size=2" in flag(argv, "--set") for argv in only)
     for argv in commands:
         mixer, out = flag(argv, "--mixer")[0], Path(flag(argv, "--out")[0])
         tuned = winners[mixer].argv
@@ -309,10 +313,10 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
     tuning, finals = tuned_finals(root)
     hyper = sweep.best_hyper(root, tuning)
     heads = [r for r in finals if r.phase == "heads"]  # a head-count variation is a model of its own
-    assert len(measure.speed_configs(finals, batch=8)) == (4 * 3 + 4 + len(heads)) * 2
+    assert len(measure.speed_configs(finals, batch=8)) == (4 * 3 + 4 + 3 + len(heads)) * 2  # + patch 2, looped
     finals = [r for r in finals if r.phase not in sweep.VARIATIONS]
     configs = measure.speed_configs(finals, batch=8)
-    assert len(configs) == (4 * 3 + 4) * 2  # main and patch 2 (the horizon's model is main's) × 28², 112²
+    assert len(configs) == (4 * 3 + 4 + 3) * 2  # main, patch 2 (the horizon's model is main's) × 28², 112²
     assert {c.resolution for _, c in configs} == {28, 112}
     for patch, c in configs:
         model = {k: v for k, v in hyper[c.mixer].items() if k in ("heads", "ssog_heads", "atoms")}
@@ -326,19 +330,19 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
     chosen = {(m, *(hp.get(k) for k in model_keys)) for m, hp in hyper.items()}
     assert sweep.main(["speed", "--dry-run", "--runs", str(root)]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if " -m ssog_lab.bench --one " in line]
-    assert len(printed) == 32 + 2 * len(tried - chosen) > 32 and not (tmp_path / "speed.csv").exists()
+    assert len(printed) == 38 + 2 * len(tried - chosen) > 38 and not (tmp_path / "speed.csv").exists()
     assert bench.BenchConfig(**json.loads(shlex.split(printed[0])[-1])).overrides["image_size"] == 28
     path, calls, lines = tmp_path / "speed.csv", [], []
     assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls, fail=(1,))) == 1
     rows = bench.load_csv(path)  # the bench's own CSV reader
-    assert len(calls) == len(rows) == 32 and list(rows[0]) == list(measure.SPEED_COLUMNS)
+    assert len(calls) == len(rows) == 38 and list(rows[0]) == list(measure.SPEED_COLUMNS)
     assert {r["commit"] or None for r in rows} == {measure.git_commit()} and all(r["measured"] for r in rows)
     assert {(r["patch"], r["tokens"]) for r in rows} == {("4", 49), ("4", 784), ("2", 196), ("2", 3136)}
     assert measure.speed_step(path, finals, lines.append, batch=8, measure=stand_in_bench(calls)) == 0
-    assert len(calls) == 32, "measured configurations (the failed one too) are not measured again"
+    assert len(calls) == 38, "measured configurations (the failed one too) are not measured again"
     assert measure.speed_step(path, finals, lines.append, batch=8, retry_failed=True,
                               measure=stand_in_bench(calls)) == 0
-    assert len(calls) == 33 and len(bench.load_csv(path)) == 32
+    assert len(calls) == 39 and len(bench.load_csv(path)) == 38
     assert all(r["status"] == "ok" for r in bench.load_csv(path))
 
 
@@ -449,7 +453,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert "accuracy_plan.md" in setting and "- Tuned hyper-parameters" in setting
     (tmp_path / "accuracy_fashion.md").write_text(text)  # the claims ledger reads the phase tables, not the others
     stored = viz.accuracy_results(tmp_path)
-    assert len(stored) == 12 + 4 + len(sweep.HORIZON_MIXERS)
+    assert len(stored) == 12 + 4 + 3 + len(sweep.HORIZON_MIXERS)
     ode_ssog = next(r for r in stored if (r["depth"], r["mixer"]) == ("ode", "ssog"))
     assert ode_ssog["nfe"] == {"dopri5 NFE, rtol 1e-3": "10.5 ± 0.7 (n = 2)",
                                "dopri5 NFE, rtol 1e-5": "21.0 ± 1.4 (n = 2)"}

@@ -1,5 +1,5 @@
 """Fair accuracy sweep on Fashion-MNIST: tune every mixer on a validation split with the same budget, then
-mixers × depth forms × seeds at 28² (patch 4, a 7×7 token grid) and one depth form at patch 2 (14×14).
+mixers × depth forms × seeds at 28² (patch 4, a 7×7 token grid) and two depth forms at patch 2 (14×14).
 
 Phases, in order (one command runs them all; each run is one `python -m ssog_lab train` process):
   tune    per mixer, the same number of trials over lr, the atom lr scale (SSoG only) and heads/atoms, trained
@@ -7,7 +7,10 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
           depth, seed 0; the best validation accuracy picks that mixer's hyper-parameters;
   main    mixers × {discrete, looped, ode} × seeds at patch 4 with the tuned hyper-parameters, on the full
           training set, evaluated once on the test set;
-  patch2  mixers × the discrete form × seeds at patch 2 (196 tokens), the same tuned hyper-parameters;
+  patch2  at patch 2 (196 tokens, the paper's token count at 224²), the same tuned hyper-parameters: every mixer in
+          the discrete form, and SDPA, fixed and steered SSoG in the looped form (the paper's largest accuracy
+          claim), × seeds. The ODE form is not run at patch 2: at the default solver's 32 evaluations of f it
+          costs 8× a discrete run, ≈ 4.5 CPU-h per fixed-SSoG run on this project's CPUs (accuracy_plan.md);
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side);
   atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
@@ -29,6 +32,7 @@ per core); every start and end is appended to RUNS/sweep.log.
 `report` writes the markdown tables (`report.py`), with the goals' verdicts computed from them.
 
     python scripts/fashion_sweep.py run --dry-run       # print every command, run nothing
+    python scripts/fashion_sweep.py run --only 'patch2/looped/*'   # only the runs whose phase/name matches
     python scripts/fashion_sweep.py run                 # tune, then main and patch2 (resumable), NFE, speed
     python scripts/fashion_sweep.py nfe                 # only the NFE of finished ODE runs with a checkpoint
     python scripts/fashion_sweep.py speed [--dry-run]   # only the inference throughput (speed.csv)
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import itertools
 import json
 import os
@@ -198,7 +203,7 @@ HORIZON_MIXERS = ("sdpa", "ssog", "ssog-steered")  # the baseline and both SSoG 
 
 def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: dict[str, dict],
                data_dir: Path, validation_fraction: float = 0.1) -> list[Run]:
-    """The main grid at patch 4, the discrete form at patch 2, the horizon check and the atom learning-rate
+    """The main grid at patch 4, the discrete and looped forms at patch 2, the horizon check and the atom learning-rate
     ablation, each mixer with its tuned hyper-parameters. The main grid, the horizon check and the ablation go
     first, seed by seed (every main cell's seed 0, the horizon, the ablation, then every seed 1, ...), then patch 2
     seed by seed: a sweep stopped partway has every main cell at least once, and the longest runs (patch 2,
@@ -208,6 +213,7 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
     for phase, patch, depths, mixers, run_seeds, rec in (
             ("main", 4, tuple(DEPTHS), MIXERS, seeds, recipe),
             ("patch2", 2, ("discrete",), MIXERS, seeds, patch2_recipe),
+            ("patch2", 2, ("looped",), HORIZON_MIXERS, seeds, patch2_recipe),
             ("horizon", 4, ("discrete",), HORIZON_MIXERS, seeds[:1], horizon)):
         for depth, mixer, seed in itertools.product(depths, mixers, run_seeds):
             out.append(Run(phase, f"{depth}/{mixer}/s{seed}",
@@ -298,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patch2-epochs", type=int, default=PATCH2_EPOCHS, help="epochs of the patch-2 runs")
     p.add_argument("--jobs", type=int, default=2, help="single-thread train processes at once")
     p.add_argument("--dry-run", action="store_true", help="print the commands still to run; run nothing")
+    p.add_argument("--only", nargs="+", metavar="PATTERN", default=None,
+                   help="run, measure and report only the final runs whose PHASE/NAME matches one of these "
+                   "shell patterns, e.g. 'patch2/looped/*' (tuning always runs first)")
     p.add_argument("--retry-failed", action="store_true", help="run again the runs (and speed configurations) "
                    "that exited with an error")
     p.add_argument("--report-out", type=Path, default=Path("docs/results/accuracy_fashion.md"))
@@ -319,6 +328,11 @@ def _logger(args: argparse.Namespace) -> Callable[[str], None]:
             with open(args.runs / "sweep.log", "a") as f:
                 f.write(line + "\n")
     return log
+
+
+def selected(run: Run, patterns: list[str] | None) -> bool:
+    """Whether `run` is one of --only's runs (every run without --only)."""
+    return patterns is None or any(fnmatch.fnmatchcase(f"{run.phase}/{run.name}", p) for p in patterns)
 
 
 def speed_path(args: argparse.Namespace) -> Path:
@@ -370,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     log = _logger(args)
 
     def finals_of(hyper: dict[str, dict]) -> list[Run]:
-        return final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir, args.validation_fraction)
+        runs = final_runs(recipe, patch2_recipe, args.seeds, hyper, args.data_dir, args.validation_fraction)
+        return [run for run in runs if selected(run, args.only)]
 
     hyper = best_hyper(args.runs, tuning)
     finals = finals_of(hyper) if hyper else []
