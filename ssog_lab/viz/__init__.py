@@ -7,6 +7,8 @@ every widget and every plain figure also carries static views of its plot (`rend
 notebook shows its figures without a kernel and in `jupyter nbconvert --to html`.
 """
 
+from ..results.benchmarks import PAPER_CLAIMS, cpu_result_folders, host_label, stored_sources
+from ..results.ledger import accuracy_results, claims_ledger, claims_ledger_markdown, variant_summary
 from ._base import LiveFigure
 from .atoms import (
     KERNEL_PRESETS,
@@ -16,7 +18,6 @@ from .atoms import (
     photo_widget,
     query_kernel_widget,
 )
-from .claims import accuracy_results, claims_ledger, claims_ledger_markdown, variant_summary
 from .common import (
     Check,
     apply_to_image,
@@ -93,15 +94,7 @@ from .lipschitz import (
     two_atom_head,
 )
 from .render import FigureBox, FigureView, figure_bundle, use_static_renderer
-from .scaling import (
-    PAPER_CLAIMS,
-    claim_summary,
-    claims_markdown,
-    cpu_result_folders,
-    host_label,
-    scaling_widget,
-    stored_sources,
-)
+from .scaling import claim_summary, claims_markdown, scaling_widget
 from .training import (
     TrainingMonitor,
     digits_figure,

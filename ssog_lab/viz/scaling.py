@@ -7,26 +7,16 @@ the fastest SDPA mixer at the same depth, mode and resolution, and peak memory a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from .. import bench
 from ..bench.report import markdown_table
 from ..models import DEPTHS, MIXERS
+from ..results.benchmarks import PAPER_CLAIMS
 from ..style import mixer_colour
 from ._base import LiveFigure
 
-# The inference-scaling claims of arXiv:2611.08236 (abstract), SSoG against dense attention at 1024² and
-# matched batch size: speed = throughput ratio, memory = peak-memory ratio; "at least" claims are lower bounds.
-PAPER_CLAIMS = (  # ViT at 1024² with 16-pixel patches: 4,096 tokens
-    dict(depth="ode", resolution=1024, tokens=4096, speed=2.54, memory=0.40,
-         text="ODE: up to +154% throughput, over 60% less peak memory"),
-    dict(depth="discrete", resolution=1024, tokens=4096, speed=1.30, memory=None,
-         text="discrete: over +30% throughput"),
-    dict(depth="looped", resolution=1024, tokens=4096, speed=1.30, memory=None, text="looped: over +30% throughput"),
-)
 VIEWS = {
     "throughput (images/s)": ("images_per_s", "images / s", "log"),
     "peak memory (MB)": ("peak_mb", "peak memory (MB)", "log"),
@@ -34,56 +24,6 @@ VIEWS = {
     "peak memory vs sdpa-math (×)": ("memory_vs_sdpa_math", "peak memory ÷ sdpa-math's", "linear"),
     "peak memory vs sdpa (×)": ("memory_vs_sdpa", "peak memory ÷ sdpa's (PyTorch's fused kernel)", "linear"),
 }
-
-
-def cpu_result_folders(results_dir: Path) -> list[str]:
-    """The committed CPU runs of the scaling sweep, one folder per host (`scaling_cpu`, `scaling_cpu_<host>` under
-    docs/results/, each with its bench.csv), sorted by name; a run's repeat inside its folder is not a host."""
-    return sorted(p.parent.name for p in Path(results_dir).glob("scaling_cpu*/bench.csv"))
-
-
-def host_label(rows: list[dict]) -> str:
-    """The machine a set of bench rows ran on, as the rows record it: the GPU (`device`) for CUDA rows, else the
-    CPU model (`cpu_model`); several names joined when the rows disagree."""
-    names = {(r.get("device") if str(r.get("device", "")).startswith("cuda") else r.get("cpu_model"))
-             or r.get("device") or "unknown machine" for r in rows}
-    return ", ".join(sorted(names))
-
-
-def committed_runs(results_dir: Path) -> list[tuple[str, list[dict]]]:
-    """(path from the repository root, rows) of the committed benchmark runs: the GPU runs, then each CPU host
-    (`cpu_result_folders`)."""
-    files = sorted(p for p in results_dir.glob("gpu/**/bench.csv") if "repeat" not in p.parts)  # a repeat: no host
-    files += [results_dir / f / "bench.csv" for f in cpu_result_folders(results_dir)]
-    return [(str(f.relative_to(results_dir.parent.parent)), bench.load_csv(f)) for f in files]
-
-
-def stored_ratios(files: list[tuple[str, list[dict]]], mixer: str, depth: str, key: str, tokens: int
-                  ) -> list[tuple[str, dict, float]]:
-    """(source, row, ratio) of every stored run (one per file, i.e. per host) that measured `mixer` in `depth`
-    at `tokens` tokens, inference, status ok."""
-    found = []
-    for source, stored in files:
-        for row, ratio in zip(stored, bench.ratio_table(stored), strict=True):
-            if row.get("status") == "ok" and ratio["mixer"] == mixer and ratio["depth"] == depth and \
-                    ratio["mode"] == "infer" and int(row.get("tokens") or 0) == tokens and ratio[key] is not None:
-                found.append((source, row, ratio[key]))
-                break
-    return found
-
-
-def stored_sources(results_dir: str | Path, folders: tuple[str, ...] | None = None) -> dict[str, list[dict]]:
-    """The committed benchmark runs, name -> rows: each of `folders` under `results_dir` that holds a bench.csv
-    (default: the CPU hosts, `cpu_result_folders`), then every docs/results/gpu/**/bench.csv. A name is the host
-    the rows record (`host_label`) and the folder, e.g. "Intel(R) Xeon(R) Processor (stored, scaling_cpu)"."""
-    results_dir = Path(results_dir)
-    folders = cpu_result_folders(results_dir) if folders is None else folders
-    files = [results_dir / f / "bench.csv" for f in folders] + sorted(results_dir.glob("gpu/**/bench.csv"))
-    sources = {}
-    for path in files:
-        if path.is_file() and (rows := bench.load_csv(path)):
-            sources[f"{host_label(rows)} (stored, {path.parent.relative_to(results_dir)})"] = rows
-    return sources
 
 
 def _with_ratios(rows: list[dict]) -> list[dict]:

@@ -141,9 +141,9 @@ def nfe_step(root: Path, runs: Iterable[SweepRun], data_dir: Path, log: Callable
 # ------------------------------------------------------------------------------------------ speed
 
 def speed_model(run: SweepRun) -> tuple[str, str, str, int, dict]:
-    """(preset, depth, mixer, patch, model overrides) of a run's own train command (`viz.claims.command_config`:
+    """(preset, depth, mixer, patch, model overrides) of a run's own train command (`results.ledger.command_config`:
     preset, depth, mixer and every --set, with the data set's channels and classes): what its speed depends on."""
-    from ssog_lab.viz.claims import command_config
+    from ssog_lab.results.ledger import command_config
 
     preset, depth, mixer, overrides = command_config("python -m ssog_lab train " + shlex.join(run.argv))
     model = dict(overrides)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ssog_lab import models, viz
-from ssog_lab.viz import claims
+from ssog_lab.results import ledger as claims
 
 
 def params(preset, depth, mixer, **overrides):

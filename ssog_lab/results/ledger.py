@@ -36,7 +36,7 @@ import torch
 
 from .. import bench, models, repository
 from ..experiments import ode_solutions
-from .scaling import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
+from .benchmarks import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 
 RESULTS_DIR = repository.RESULTS_DIR
 VERDICTS = ("met", "missed", "level", "proxy", "not measured")
@@ -525,7 +525,7 @@ SUMMARY_END = "<!-- claims-summary:end -->"
 def with_ledger(page: str | Path, results_dir: str | Path = RESULTS_DIR) -> str:
     """The page's text with each generated block replaced: between `LEDGER_BEGIN` and `LEDGER_END` the whole
     ledger (`claims_ledger_markdown`), between `SUMMARY_BEGIN` and `SUMMARY_END` its summary (`variant_summary`).
-    A page holds each pair at most once and at least one pair. tests/test_viz_claims.py checks the pages."""
+    A page holds each pair at most once and at least one pair. tests/test_results.py checks the pages."""
     text = Path(page).read_text()
     blocks = {(LEDGER_BEGIN, LEDGER_END): lambda: claims_ledger_markdown(results_dir),
               (SUMMARY_BEGIN, SUMMARY_END): lambda: variant_summary(claims_ledger(results_dir))}
