@@ -109,7 +109,7 @@ def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
 def flop_counts(side: int, d: int = 64, atoms: int = 4) -> dict[str, dict[str, float]]:
     """Cost of mixing one head of one image on a side×side grid (N = side²), multiply–add = 2 FLOPs.
 
-    SDPA: QKᵀ and PV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
+    SDPA: the scores XW_Q(XW_K)ᵀ and AV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
     SSoG separable: stage 1 (column mixing, G_col) 2MNWd + stage 2 (row mixing, G_row) 2MNHd = 2MN(H+W)d;
     it stores M(H² + W²)
     Gaussian weights and the M·N·d intermediate. SSoG via the N×N kernel: building K costs about 3MN²

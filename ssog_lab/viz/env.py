@@ -75,7 +75,8 @@ def patch_tokens(image: Tensor, patch: int) -> tuple[Tensor, tuple[int, int]]:
 
 def attention_row(tokens: Tensor, query: int, scale: float = 1.0) -> Tensor:
     """Dense attention's weights for one query token with identity projections (q = k = scale · token):
-    `scaled_dot_product_attention` applied to identity values returns the row of softmax(QKᵀ/√d). (N,)."""
+    `scaled_dot_product_attention` applied to identity values returns the row of A = softmax(XW_Q(XW_K)ᵀ/√d), here
+    with W_Q = W_K = scale·I. (N,)."""
     n, d = tokens.shape
     q = (scale * tokens[query]).reshape(1, 1, 1, d)  # (B, heads, 1, d)
     k = (scale * tokens).reshape(1, 1, n, d)  # (B, heads, N, d)

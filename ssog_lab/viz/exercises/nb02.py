@@ -13,7 +13,7 @@ _SDPA, _SEPARABLE = "SDPA (dense attention)", "SSoG separable"
 @exercise("02.ratio", wrong=7.0, judge=close(0.01),
           hint="divide the two FLOP formulas of the table and cancel what they share; count a multiply–add "
                "as 2 FLOPs on both sides, and do not forget the M atoms.",
-          explain="2N / (M(H + W)): each atom costs N(H + W) multiply–adds per feature, attention 2N² (QKᵀ and PV).")
+          explain="2N / (M(H + W)): each atom costs N(H + W) multiply–adds per feature, attention 2N² (scores and AV).")
 def ratio() -> float:
     counts = flop_counts(14, d=64, atoms=4)
     return counts[_SDPA]["flops"] / counts[_SEPARABLE]["flops"]
