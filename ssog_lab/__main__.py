@@ -9,7 +9,7 @@ COMMANDS = {
     "train": ("ssog_lab.train.cli", "train a model (any preset, depth, mixer, data set)"),
     "bench": ("ssog_lab.bench.cli", "throughput and peak memory against resolution, mixers side by side"),
     "params": ("ssog_lab.bench.params", "parameter table: presets × mixers, saving against SDPA"),
-    "ledger": ("ssog_lab.results.ledger", "rewrite README.md's claims ledger from the committed results"),
+    "ledger": ("ssog_lab.results.pages", "rewrite the claims ledger and README.md's results table"),
     "book": ("ssog_lab.book", "the nine notebooks as a static site that works offline, sliders included"),
 }
 

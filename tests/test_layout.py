@@ -41,6 +41,12 @@ def test_core_imports_no_cli_or_plotting():
         assert not _imported(ast.parse(path.read_text())) & {"argparse", "plotly", "ipywidgets"}, path
 
 
+def test_results_and_experiments_draw_nothing():
+    """Results and experiments compute; only viz (and the benchmark's figure) draws."""
+    for path in _modules("results", "experiments"):
+        assert not _imported(ast.parse(path.read_text())) & {"plotly", "ipywidgets"}, path
+
+
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

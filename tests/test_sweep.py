@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from ssog_lab import bench
-from ssog_lab.experiments.fashion import measure, sweep
+from ssog_lab.experiments.fashion import measure, plan, sweep
 from ssog_lab.experiments.fashion import report as rep
+from ssog_lab.results.record import current_parameters
 
 
 def flag(argv, name):
@@ -24,10 +25,15 @@ def flag(argv, name):
 
 
 def write_summary(root, run, **fields):
+    """summary.json as the train CLI writes it (without the model config, as before #27) and the sweep's run.json."""
     folder = root / run.phase / run.name
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "summary.json").write_text(json.dumps({"parameters": 1000, "epochs_done": 8, "train_seconds": 80.0,
-                                                     **fields}))
+    depth, mixer = run.labels.get("depth", "discrete"), run.labels["mixer"]
+    parameters = current_parameters(plan.model_config(run.labels, {"preset": "nano", "depth": depth, "mixer": mixer}))
+    (folder / "summary.json").write_text(json.dumps({"preset": "nano", "depth": depth, "mixer": mixer,
+                                                     "dataset": "fashion-mnist", "parameters": parameters,
+                                                     "epochs_done": 8, "train_seconds": 80.0, **fields}))
+    (folder / "run.json").write_text(json.dumps({"labels": run.labels}))
 
 
 def dry_run(root, capsys, *extra):
@@ -196,7 +202,7 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
     assert std == pytest.approx(1.0)  # 80, 81, 82 (+5): sample std, not population std (0.816)
     line = rows[("ode", "ssog")]
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2] == f"{mean:.2f} ± {std:.2f}" and cells[4] == "3" and cells[6] == "1,000"
+    assert cells[2] == f"{mean:.2f} ± {std:.2f}" and cells[4] == "3" and cells[6] == "46,858"  # what nano builds
     assert cells[3] == f"{5:.2f} ± {math.sqrt(2 / 3):.2f}"  # Δ vs SDPA and the std of that difference
     speed = statistics.mean(60_000 * 8 / (100.0 + s) for s in range(3))
     assert cells[7] == f"{speed:,.0f}"
@@ -349,9 +355,9 @@ def test_speed_step_measures_every_configuration_once_with_its_trained_model(tmp
 def test_speed_measures_the_trained_model_in_a_bench_process():
     from ssog_lab.models import build_model, count_parameters
 
-    run = sweep.Run("main", "ode/ssog/s0", [*sweep.model_argv("ssog", "ode", 4, Path("/fm")),
-                                            *sweep.hyper_argv({"lr": 1e-3, "ssog_heads": 16, "atoms": 8})],
-                    60_000, {"mixer": "ssog", "depth": "ode", "patch": 4, "seed": 0})
+    hyper = {"lr": 1e-3, "ssog_heads": 16, "atoms": 8}  # the labels carry them, as in the sweep's runs
+    run = sweep.Run("main", "ode/ssog/s0", [*sweep.model_argv("ssog", "ode", 4, Path("/fm")), *sweep.hyper_argv(hyper)],
+                    60_000, {"mixer": "ssog", "depth": "ode", "patch": 4, "seed": 0, **hyper})
     (_, config), (_, high) = measure.speed_configs([run], batch=2)
     assert high.resolution == 112
     row = bench.run_in_subprocess(dataclasses.replace(config, repeats=1, warmup=0, min_seconds=0.0), timeout=120)
@@ -405,9 +411,9 @@ def fabricate_finished_sweep(root, finals, gaps):
 
 
 def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tmp_path):
-    from ssog_lab import viz
+    from ssog_lab.results import accuracy, ledger
 
-    root, speed = tmp_path / "runs", tmp_path / "speed.csv"
+    root, speed = tmp_path / "accuracy_fashion" / "runs", tmp_path / "speed.csv"
     tuning, finals = tuned_finals(root)
     gaps = {(d, "ssog"): 2 for d in sweep.DEPTHS} | {(d, "ssog-steered"): 1 for d in sweep.DEPTHS}
     fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog-steered"): -1, ("looped", "axial"): -5})
@@ -451,14 +457,14 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert any(r[3].startswith("tuning trial") for r in ablation)
     setting = text.split("## Setting")[1].split("## ")[0]
     assert "accuracy_plan.md" in setting and "- Tuned hyper-parameters" in setting
-    (tmp_path / "accuracy_fashion.md").write_text(text)  # the claims ledger reads the phase tables, not the others
-    stored = viz.accuracy_results(tmp_path)
-    assert len(stored) == 12 + 4 + 3 + len(sweep.HORIZON_MIXERS)
+    # The claims ledger reads the same runs as records (root is a sweep's runs/ folder under results/).
+    stored = accuracy.accuracy_results(tmp_path)
+    assert len(stored) == 12 + 4 + 3 + len(sweep.HORIZON_MIXERS) and all(r["current"] for r in stored)
     ode_ssog = next(r for r in stored if (r["depth"], r["mixer"]) == ("ode", "ssog"))
-    assert ode_ssog["nfe"] == {"dopri5 NFE, rtol 1e-3": "10.5 ± 0.7 (n = 2)",
-                               "dopri5 NFE, rtol 1e-5": "21.0 ± 1.4 (n = 2)"}
-    assert ode_ssog["solver_accuracy"] == "90.0 → 55.0"  # the ledger's NFE row says the solves differ from training
-    nfe_row = next(r for r in viz.claims_ledger(tmp_path) if "Lipschitz" in r["claim"] and r["variant"] == "fixed")
+    assert ode_ssog["nfe"] == {1e-3: [10, 11], 1e-5: [20, 22]}
+    nfe_row = next(r for r in ledger.claims_ledger(tmp_path) if "Lipschitz" in r["claim"] and r["variant"] == "fixed")
+    assert "dopri5 NFE, rtol 1e-3: 10.5 ± 0.7 (n = 2) vs sdpa 31.0 ± 1.0" in nfe_row["measured"]
+    # the solves differ from training: accuracy % trained → dopri5
     assert "trained → dopri5: 90.0 → 55.0, sdpa 90.0 → 60.0" in nfe_row["measured"]
     # Fixed SSoG 3 points below SDPA in the ODE form: both of its goals are missed, and so is the first goal.
     fabricate_finished_sweep(root, finals, gaps | {("ode", "ssog"): -3, ("ode", "ssog-steered"): -1})

@@ -408,19 +408,20 @@ def test_claims_markdown_lists_the_largest_compared_resolution():
 
 def test_stored_sources_name_each_host_by_what_its_csv_records(tmp_path):
     from ssog_lab import bench
+    from ssog_lab.results import benchmarks
 
     for folder, cpu in (("scaling_cpu_amd", "AMD EPYC"), ("scaling_cpu", "Intel(R) Xeon(R) Processor"),
                         ("scaling_cpu/repeat", "Intel(R) Xeon(R) Processor")):  # a repeat run is not another host
         bench.write_csv([dict(r, cpu_model=cpu) for r in bench_rows()], tmp_path / folder / "bench.csv")
-    assert viz.cpu_result_folders(tmp_path) == ["scaling_cpu", "scaling_cpu_amd"]
+    assert benchmarks.cpu_result_folders(tmp_path) == ["scaling_cpu", "scaling_cpu_amd"]
     gpu = [dict(r, device="cuda (NVIDIA H200)", cpu_model="AMD EPYC") for r in bench_rows()]
     bench.write_csv(gpu, tmp_path / "gpu" / "h200" / "bench.csv")
-    sources = viz.stored_sources(tmp_path)
+    sources = benchmarks.stored_sources(tmp_path)
     assert list(sources) == ["Intel(R) Xeon(R) Processor (stored, scaling_cpu)", "AMD EPYC (stored, scaling_cpu_amd)",
                              "cuda (NVIDIA H200) (stored, gpu/h200)"]
     assert all(len(rows) == len(bench_rows()) for rows in sources.values())
-    assert list(viz.stored_sources(tmp_path, folders=("missing",))) == ["cuda (NVIDIA H200) (stored, gpu/h200)"]
-    assert viz.host_label([{"device": "cpu"}]) == "cpu" and viz.host_label([]) == ""
+    assert list(benchmarks.stored_sources(tmp_path, folders=("missing",))) == ["cuda (NVIDIA H200) (stored, gpu/h200)"]
+    assert benchmarks.host_label([{"device": "cpu"}]) == "cpu" and benchmarks.host_label([]) == ""
 
 
 def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():

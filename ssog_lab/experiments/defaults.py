@@ -37,6 +37,7 @@ from .. import data, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..models import build_model
+from ..results.stats import mean_std
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
 from . import _jobs
@@ -221,10 +222,6 @@ def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
     return _jobs.run_children(pending, jobs, lambda run: _child(run), finished)  # _child looked up per run
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 def cells(rows: list[dict]) -> list[dict]:
     """One dict per (dataset, grid): per mixer the mean and std of test % over seeds, the seed count, the mean
     training and inference images/s, and each SSoG mixer's gap to SDPA in points with its verdict."""
@@ -235,7 +232,8 @@ def cells(rows: list[dict]) -> list[dict]:
         for mixer in MIXERS:
             mine = [r for r in rows if (r["dataset"], r["grid"], r["mixer"]) == (dataset, grid, mixer)]
             if mine:
-                mean, std = _mean_std([100 * r["test_accuracy"] for r in mine])
+                mean, std = mean_std([100 * r["test_accuracy"] for r in mine])
+                std = std if len(mine) > 1 else 0.0  # the table writes one seed's spread as 0
                 cell[mixer] = dict(mean=mean, std=std, n=len(mine),
                                    train=statistics.mean(r["train_images_per_s"] for r in mine),
                                    infer=statistics.mean(r["infer_images_per_s"] for r in mine))

@@ -33,6 +33,7 @@ from .. import lipschitz, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..models import ViT, ViTConfig, preset_config, rk4_residual
+from ..results.stats import mean_std
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
 from ..train.checkpoint import save_weights
@@ -305,10 +306,9 @@ def spread_text(mean: float, std: float, n: int) -> str:
     return f"{mean:.1f} ± {std:.1f}" if n > 1 else f"{mean:.1f} (1 seed)"
 
 
-def mean_std(values: list[float]) -> str:
+def spread_of(values: list[float]) -> str:
     """`spread_text` of a list of per-seed values."""
-    return spread_text(statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan,
-                       len(values))
+    return spread_text(*mean_std(values), len(values))
 
 
 def solution_solver(found: list[dict]) -> str | None:
@@ -336,8 +336,8 @@ def ode_questions(rows: list[dict]) -> str:
         per_epoch = {k: [statistics.mean(e) for e in zip(*(record.get(k, []) for record in recorded), strict=False)]
                      for k in recorded[0]}
         lines.append(dict(
-            mixer=mixer, n=len(runs), accuracy=mean_std([100 * r["accuracy"] for r in runs]),
-            **{f"nfe_{rtol:g}": mean_std([r[f"nfe_dopri5_{rtol:g}"] for r in runs]) for rtol in NFE_RTOLS},
+            mixer=mixer, n=len(runs), accuracy=spread_of([100 * r["accuracy"] for r in runs]),
+            **{f"nfe_{rtol:g}": spread_of([r[f"nfe_dopri5_{rtol:g}"] for r in runs]) for rtol in NFE_RTOLS},
             **{f"epochs_{k}": " → ".join(f"{v:.0f}" for v in values) for k, values in per_epoch.items()},
             **{f"rate_{rtol:g}": f"{statistics.mean(r[f'dopri5_images_per_s_{rtol:g}'] for r in runs):.0f}"
                for rtol in NFE_RTOLS},

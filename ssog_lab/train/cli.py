@@ -168,7 +168,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _report(args: argparse.Namespace, argv: list[str], model, config: TrainConfig, history: list[dict],
             out: Path) -> None:
-    """summary.json (and the --export files): what was trained, how long, the accuracy on which split."""
+    """summary.json (and the --export files): what was trained (the recipe and the model's ViTConfig, which
+    `results.record` reads), how long, the accuracy on which split."""
     epochs = [r for r in history if r["kind"] == "epoch"]
     accuracy = epochs[-1]["test_accuracy"] if epochs else None
     split = "val" if config.validation_fraction > 0 else "test"
@@ -177,7 +178,7 @@ def _report(args: argparse.Namespace, argv: list[str], model, config: TrainConfi
                "eval_split": split, f"{split}_accuracy": accuracy,
                **({"test_accuracy": None} if split == "val" else {}),
                "train_seconds": epochs[-1]["time_s"] if epochs else None,
-               "train_config": dataclasses.asdict(config)}
+               "train_config": dataclasses.asdict(config), "model_config": dataclasses.asdict(model.config)}
     if args.export:  # before summary.json, which tells a sweep that the run is finished
         command = "python -m ssog_lab train " + shlex.join(argv)
         metadata = {**summary, "command": command, "date": datetime.date.today().isoformat(),

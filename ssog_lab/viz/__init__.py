@@ -7,8 +7,6 @@ every widget and every plain figure also carries static views of its plot (`rend
 notebook shows its figures without a kernel and in `jupyter nbconvert --to html`.
 """
 
-from ..results.benchmarks import PAPER_CLAIMS, cpu_result_folders, host_label, stored_sources
-from ..results.ledger import accuracy_results, claims_ledger, claims_ledger_markdown, variant_summary
 from ._base import LiveFigure
 from .atoms import (
     KERNEL_PRESETS,
@@ -119,12 +117,10 @@ __all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "sol
             "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
-__all__ += ["accuracy_results", "claims_ledger", "claims_ledger_markdown", "variant_summary"]
 __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
             "ode_nfe_markdown"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
-__all__ += ["PAPER_CLAIMS", "claim_summary", "claims_markdown", "cpu_result_folders", "host_label", "scaling_widget",
-            "stored_sources"]
+__all__ += ["claim_summary", "claims_markdown", "scaling_widget"]
 
 use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

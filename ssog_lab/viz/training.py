@@ -18,6 +18,7 @@ import torch
 from plotly.subplots import make_subplots
 from torch import nn
 
+from ..results.stats import mean_std
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
@@ -179,7 +180,7 @@ def results_widget(results: list[dict]) -> LiveFigure:
     """Stored accuracy results as dots with error bars: one dot per configuration and mixer, mean ± sample std
     (n − 1) over its seeds.
 
-    results: configuration rows of `viz.claims.accuracy_results` ({source, group, depth, mixer, label,
+    results: configuration rows of `results.accuracy.accuracy_results` ({source, group, depth, mixer, label,
     values, current, …}); each row is one configuration, so runs of different configurations are never
     averaged together. A dropdown picks one table (file · group), opening on the current table with the most
     runs; each dot's hover text and the readout give its mean and n, the number of seeds, and a table measured
@@ -187,7 +188,7 @@ def results_widget(results: list[dict]) -> LiveFigure:
     0–100 %: dots, unlike bars, do not claim a length from zero.
     """
     if not results:
-        raise ValueError("results must hold at least one configuration row (viz.claims.accuracy_results)")
+        raise ValueError("results must hold at least one configuration row (results.accuracy.accuracy_results)")
     tables = list(dict.fromkeys(_table(r) for r in results))
     runs = {table: (all(r["current"] for r in results if _table(r) == table),
                     sum(len(r["values"]) for r in results if _table(r) == table)) for table in tables}
@@ -207,7 +208,7 @@ def results_widget(results: list[dict]) -> LiveFigure:
         lines, shown = [], []
         for trace, mixer in zip(fig.data, mixers, strict=True):
             cells = {_slot(r): r for r in rows if r["mixer"] == mixer}
-            stats = {slot: _mean_std(cells[slot]["values"]) for slot in cells}
+            stats = {slot: mean_std(cells[slot]["values"]) for slot in cells}
             errors = [100 * stats[s][1] if s in stats and math.isfinite(stats[s][1]) else 0.0 for s in slots]
             trace.x = slots
             trace.y = [100 * stats[s][0] if s in stats else None for s in slots]
@@ -239,12 +240,6 @@ def _table(row: dict) -> str:
 
 def _slot(row: dict) -> str:
     return row["depth"] + (f" · {row['label']}" if row.get("label") else "")
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n − 1, as the results files); NaN std for a single value."""
-    mean = float(np.mean(values))
-    return mean, float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
 
 
 def _group(record: dict) -> str:

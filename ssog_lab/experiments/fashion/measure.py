@@ -28,6 +28,7 @@ from ... import bench
 from ...bench.measure import git_commit
 from ...bench.report import write_csv
 from ...train import load_model
+from . import plan
 
 NFE_RTOLS = (1e-3, 1e-5)  # dopri5's rtol; atol = rtol
 NFE_IMAGES = 256  # the first NFE_IMAGES test images, one batch
@@ -141,13 +142,10 @@ def nfe_step(root: Path, runs: Iterable[SweepRun], data_dir: Path, log: Callable
 # ------------------------------------------------------------------------------------------ speed
 
 def speed_model(run: SweepRun) -> tuple[str, str, str, int, dict]:
-    """(preset, depth, mixer, patch, model overrides) of a run's own train command (`results.ledger.command_config`:
-    preset, depth, mixer and every --set, with the data set's channels and classes): what its speed depends on."""
-    from ssog_lab.results.ledger import command_config
-
-    preset, depth, mixer, overrides = command_config("python -m ssog_lab train " + shlex.join(run.argv))
-    model = dict(overrides)
-    return preset, depth, mixer, model["patch_size"], model
+    """(preset, depth, mixer, patch, model overrides) of a run: its labels' ViTConfig fields (`plan.model_fields`,
+    with the data set's channels and classes), what its speed depends on."""
+    model = plan.model_fields(run.labels)
+    return plan.PRESET, run.labels.get("depth", "discrete"), run.labels["mixer"], model["patch_size"], model
 
 
 def speed_model_key(run: SweepRun) -> tuple[str, str, int, str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...bench.report import markdown_table
 from ...models import DEPTHS
+from ...results.stats import difference_std, mean_std
 from .measure import (
     NFE_FILE,
     NFE_IMAGES,
@@ -42,11 +43,6 @@ SSOG_MIXERS = ("ssog", "ssog-steered")
 VERDICTS = ("met", "missed", "not yet measured")
 WITHIN_POINTS = 2.0  # the goal for fixed SSoG: at most this many points below SDPA
 HIGH, OWN = SPEED_RESOLUTIONS[-1], SPEED_RESOLUTIONS[0]
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n − 1; NaN for a single value)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
 
 
 def _pm(mean: float, std: float, digits: int = 2) -> str:
@@ -102,7 +98,7 @@ def group_rows(root: Path, runs: list[SweepRun], keys: tuple[str, ...], speed: d
                     None)
         if base is not None and row is not base:
             (m1, s1), (m0, s0) = row["accuracy"], base["accuracy"]
-            row["vs_sdpa"] = m1 - m0, math.sqrt(s1 ** 2 / row["n"] + s0 ** 2 / base["n"])
+            row["vs_sdpa"] = m1 - m0, difference_std(s1, row["n"], s0, base["n"])
             row["speed_vs_sdpa"] = {res: (mine / theirs if (mine := ok_speed(row["infer"][res])) and
                                           (theirs := ok_speed(base["infer"][res])) else None)
                                     for res in SPEED_RESOLUTIONS}

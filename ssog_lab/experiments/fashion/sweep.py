@@ -57,13 +57,13 @@ from pathlib import Path
 
 from ... import data, models
 from ...bench.measure import git_commit, machine
-from . import measure, report
+from . import measure, plan, report
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
 SSOG_MIXERS = ("ssog", "ssog-steered")
-# ODE: dx/dt = f(x) on [0, T = layers] with one fixed RK4 step, 4 evaluations of f (the compute of 4 blocks):
-# models.rk4_residual(4.0), the matched-cost wiring, which docs/results/ode_solutions.md shows is no ODE solution.
-DEPTHS = {"discrete": [], "looped": [], "ode": ["--set", "ode_method=rk4", "--set", "ode_step_size=4.0"]}
+# Each depth form's train flags, from its ViTConfig fields (`plan.DEPTH_FIELDS`: the ODE form's one RK4 step).
+DEPTHS = {depth: [arg for key, value in fields.items() for arg in ("--set", f"{key}={value}")]
+          for depth, fields in plan.DEPTH_FIELDS.items()}
 RUNS = Path("docs/results/accuracy_fashion/runs")  # tracked: a sweep spans sessions; .gitignore drops checkpoints
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
 PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_plan.md)
@@ -134,7 +134,8 @@ def hyper_argv(hp: dict) -> list[str]:
 
 
 def model_argv(mixer: str, depth: str, patch: int, data_dir: Path) -> list[str]:
-    return ["--preset", "nano", "--depth", depth, "--mixer", mixer, *DEPTHS[depth], "--set", "image_size=28",
+    return ["--preset", plan.PRESET, "--depth", depth, "--mixer", mixer, *DEPTHS[depth],
+            "--set", f"image_size={plan.IMAGE_SIZE}",
             "--set", f"patch_size={patch}", "--dataset", "fashion-mnist", "--data-dir", str(data_dir)]
 
 
@@ -158,7 +159,7 @@ ATOM_LR_SCALES = (1.0, 10.0)  # the atom learning-rate ablation: atoms at the ba
 # (`models.default_ssog_heads`), which the tuning's random draw did not try.
 VARIATIONS: dict[str, tuple[str, str, dict[str, tuple]]] = {  # phase -> (key, run-name prefix, values per mixer)
     "atom_lr": ("atom_lr_scale", "x", {mixer: ATOM_LR_SCALES for mixer in SSOG_MIXERS}),
-    "heads": ("ssog_heads", "h", {"ssog-steered": (models.default_ssog_heads(models.PRESETS["nano"]["dim"],
+    "heads": ("ssog_heads", "h", {"ssog-steered": (models.default_ssog_heads(models.PRESETS[plan.PRESET]["dim"],
                                                                              "ssog-steered"),)}),
 }
 

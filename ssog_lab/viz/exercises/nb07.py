@@ -64,7 +64,7 @@ def _small_grid_explain(ratio: float) -> str:
           explain=_small_grid_explain)
 def small_grid() -> float:
     from ... import bench
-    from ...results.ledger import RESULTS_DIR
+    from ...repository import RESULTS_DIR
 
     rows = bench.load_csv(RESULTS_DIR / "scaling_cpu" / "bench.csv")
     return next(r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)

@@ -1,0 +1,19 @@
+"""The statistics every results file uses, written once: per-seed values summarized as mean and sample standard
+deviation, and the spread of a difference of two such means."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (n − 1) of per-seed values, in their own units; std NaN for one value
+    (one seed measures no spread)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan
+
+
+def difference_std(std: float, n: int, base_std: float, base_n: int) -> float:
+    """The standard deviation of a difference of two independent means (std over n seeds each): √(s²/n + s₀²/n₀).
+    NaN while either side has one seed: the other side's spread alone would understate it."""
+    return math.sqrt(std ** 2 / n + base_std ** 2 / base_n)
