@@ -86,7 +86,7 @@ class ViTConfig:
     ssog_init_amplitudes  "centre-surround" (amplitudes +1, −1, +1, … from the narrowest atom: every head starts as a
                difference of Gaussians) or "blur" (1/M each: a low-pass filter). See SSoGMixer.
     The defaults of these fields and of TrainConfig were chosen on validation splits and are checked on test
-    splits of several data sets in docs/results/defaults.md.
+    splits of several data sets in docs/results/defaults/accuracy.md.
     ode_*      continuous depth only: method, step_size (fixed-grid methods; in units of t), T (end time,
                None = layers), rtol/atol (dopri5), adjoint (torchdiffeq's odeint_adjoint), solver
                ("torchdiffeq", or "ssog_lab" for the library's own fixed-grid solvers in ssog_lab.ode).

@@ -10,8 +10,8 @@ with every other field at its default, so the table judges what a user gets with
 were chosen on validation splits, the last fifth of each training set held out (`validate`: the defaults
 against one change at a time, one seed, 7×7 tokens); the table reports test accuracy afterwards.
 
-    python -m ssog_lab.experiments.defaults validate --jobs 2  # the choice: docs/results/defaults_validation.*
-    python -m ssog_lab.experiments.defaults run --jobs 2       # the table: docs/results/defaults.*
+    python -m ssog_lab.experiments.defaults validate --jobs 2  # the choice: docs/results/defaults/validation.*
+    python -m ssog_lab.experiments.defaults run --jobs 2       # the table: docs/results/defaults/accuracy.*
     python -m ssog_lab.experiments.defaults report             # both markdown files again from their CSVs
 
 Both are resumable: finished runs stay in the CSV (one row per run, with the host, the commit and the exact
@@ -55,10 +55,10 @@ DATASETS = {
     "silhouettes": ("Fashion-MNIST binarized (every non-zero pixel white: garment silhouettes), a seeded subset",
                     5000, 2000),
 }
-CSV_PATH = repository.RESULTS_DIR / "defaults.csv"
-REPORT_PATH = repository.RESULTS_DIR / "defaults.md"
-VALIDATION_CSV_PATH = repository.RESULTS_DIR / "defaults_validation.csv"
-VALIDATION_REPORT_PATH = repository.RESULTS_DIR / "defaults_validation.md"
+CSV_PATH = repository.RESULTS_DIR / "defaults" / "accuracy.csv"
+REPORT_PATH = repository.RESULTS_DIR / "defaults" / "accuracy.md"
+VALIDATION_CSV_PATH = repository.RESULTS_DIR / "defaults" / "validation.csv"
+VALIDATION_REPORT_PATH = repository.RESULTS_DIR / "defaults" / "validation.md"
 VALIDATION_FRACTION = 0.2  # of each training set, held out (a seeded split) to choose the defaults
 # The alternatives the defaults were chosen against, one change at a time: name: (the mixers it applies to,
 # ViTConfig fields, TrainConfig fields). "old" is the library's previous defaults for fixed SSoG.
@@ -260,7 +260,7 @@ def _speed(kind: str):
 
 
 def report(rows: list[dict]) -> str:
-    """docs/results/defaults.md: the command, the host, the defaults used, the table and its verdicts."""
+    """docs/results/defaults/accuracy.md: the command, the host, the defaults used, the table and its verdicts."""
     table = markdown_table(cells(rows), {
         "data set": "dataset", "tokens": lambda c: f"{c['grid']}×{c['grid']}",
         "SDPA test %": _acc("sdpa"), "fixed SSoG test %": _acc("ssog"), "steered SSoG test %": _acc("ssog-steered"),
@@ -280,7 +280,7 @@ def report(rows: list[dict]) -> str:
         f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(commits)}.",
         "",
         f"Nano ViT (discrete depth), 28² grey images, {EPOCHS} epochs, everything else at the library's "
-        "defaults (`build_model` and `TrainConfig()`; the exact configs are below and in `defaults.csv`). "
+        "defaults (`build_model` and `TrainConfig()`; the exact configs are below and in `accuracy.csv`). "
         "Test accuracy, mean ± std over seeds (count in brackets). A short fixed recipe: this compares defaults, "
         "not converged accuracy. Criterion: fixed SSoG ≥ SDPA − 0.5 points, steered ≥ SDPA − 1 point (✓/✗). "
         "Speeds are measured inside the runs, beside the other run on the second core: read them as rough "
@@ -300,7 +300,7 @@ def report(rows: list[dict]) -> str:
 
 
 def validation_report(rows: list[dict]) -> str:
-    """docs/results/defaults_validation.md: each variant's validation accuracy against the defaults'."""
+    """docs/results/defaults/validation.md: each variant's validation accuracy against the defaults'."""
     base = {(r["dataset"], r["mixer"]): 100 * r["test_accuracy"] for r in rows if r["variant"] == "defaults"}
     order = lambda r: (list(DATASETS).index(r["dataset"]), MIXERS.index(r["mixer"]),  # noqa: E731
                        list(VARIANTS).index(r["variant"]))
@@ -319,12 +319,12 @@ def validation_report(rows: list[dict]) -> str:
         f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}.",
         "",
         f"Nano ViT, {GRIDS[0]}×{GRIDS[0]} tokens, {EPOCHS} epochs, seed 0: the runs of the defaults table "
-        f"(defaults.md) but trained on {1 - VALIDATION_FRACTION:.0%} of each training set and scored on the "
+        f"(accuracy.md) but trained on {1 - VALIDATION_FRACTION:.0%} of each training set and scored on the "
         "held-out rest, never on a test set. Each variant changes one thing against the library's defaults:",
         "",
         *changes,
         "",
-        "One seed: differences within about one point are level (defaults.md gives the seed-to-seed spread).",
+        "One seed: differences within about one point are level (accuracy.md gives the seed-to-seed spread).",
         "",
         table,
         "",
