@@ -456,7 +456,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert all(len({r[1] for r in ablation if r[0] == m}) == 1 for m in sweep.SSOG_MIXERS)  # only the scale differs
     assert any(r[3].startswith("tuning trial") for r in ablation)
     setting = text.split("## Setting")[1].split("## ")[0]
-    assert "accuracy_plan.md" in setting and "- Tuned hyper-parameters" in setting
+    assert "plan.md" in setting and "- Tuned hyper-parameters" in setting
     # The claims ledger reads the same runs as records (root is a sweep's runs/ folder under results/).
     stored = accuracy.accuracy_results(tmp_path)
     assert len(stored) == 12 + 4 + 3 + len(sweep.HORIZON_MIXERS) and all(r["current"] for r in stored)

@@ -6,7 +6,7 @@ inference measurements made on another CPU:
 - per phase (main, patch2, horizon): test accuracy (mean ± sample std over seeds, the difference to SDPA in
   the same form with its std), parameters, training images/s, inference images/s at 28² and 112², and for
   ODE rows dopri5's NFE;
-- the horizon check's verdict per mixer (flat, or budget-limited: accuracy_plan.md's rule);
+- the horizon check's verdict per mixer (flat, or budget-limited: plan.md's rule);
 - one table of accuracy beside inference speed (main and patch 2), and one more per other CPU measured;
 - the inference measurements themselves, the tuning trials beside their models' inference speed, and the runs that
   vary one tuned hyper-parameter (atom learning rate, steered head count).
@@ -244,7 +244,7 @@ def tuning_section(root: Path, tuning: list[SweepRun], speed: dict[tuple, dict] 
                **{f"inference images/s, {res}²": infer_cell(res) for res in SPEED_RESOLUTIONS},
                "trained on (run.json)": "machine"}
     unrecorded = sum(r["machine"] == "not recorded" for r in rows)
-    note = (f" {unrecorded} trained before run.json recorded the machine (accuracy_plan.md says on which host)."
+    note = (f" {unrecorded} trained before run.json recorded the machine (plan.md says on which host)."
             if unrecorded else "")
     return [f"{len(rows)} of {len(tuning)} trials finished.{note}", "",
             markdown_table(rows, columns, align="lrlr" + "r" * len(SPEED_RESOLUTIONS) + "l")]
@@ -299,7 +299,7 @@ HORIZON_POINTS = 0.5  # a longer run gaining more than this (or than one seed-st
 
 def horizon_lines(root: Path, finals: list[SweepRun], main_rows: list[dict]) -> list[str]:
     """One sentence per finished horizon run: its test accuracy against the main run of the same mixer, depth
-    and seed (half the epochs), and the verdict of accuracy_plan.md's rule — the main recipe is budget-limited
+    and seed (half the epochs), and the verdict of plan.md's rule — the main recipe is budget-limited
     for that mixer when the longer run gains more than one seed-std of the main row or more than HORIZON_POINTS."""
     lines = []
     for run in (r for r in finals if r.phase == "horizon"):
@@ -343,8 +343,8 @@ def context_lines(root: Path, finals: list[SweepRun]) -> list[str]:
         machines[host] = machines.get(host, 0) + 1
         if run.phase == "main" and command is None and record.get("command"):
             command = shlex.join(["python", *shlex.split(record["command"])[1:]])  # not this machine's interpreter
-    lines = ["The plan, the recipe and how its length was judged: [accuracy_plan.md](accuracy_plan.md). Every run "
-             "lives in `accuracy_fashion/runs/<phase>/<depth>/<mixer>/s<seed>/`: `run.json` holds its exact command, "
+    lines = ["The plan, the recipe and how its length was judged: [plan.md](plan.md). Every run "
+             "lives in `runs/<phase>/<depth>/<mixer>/s<seed>/`: `run.json` holds its exact command, "
              "commit and machine, `metrics.jsonl` its per-epoch curves, `summary.json` its result.", "",
              "- Tuned hyper-parameters (best validation accuracy, the tuning table below): " + "; ".join(
                  f"{m} " + ", ".join(f"{k}={v}" for k, v in hp.items()) for m, hp in tuned.items()) + "."]

@@ -10,7 +10,7 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   patch2  at patch 2 (196 tokens, the paper's token count at 224²), the same tuned hyper-parameters: every mixer in
           the discrete form, and SDPA, fixed and steered SSoG in the looped form (the paper's largest accuracy
           claim), × seeds. The ODE form is not run at patch 2: at the default solver's 32 evaluations of f it
-          costs 8× a discrete run, ≈ 4.5 CPU-h per fixed-SSoG run on this project's CPUs (accuracy_plan.md);
+          costs 8× a discrete run, ≈ 4.5 CPU-h per fixed-SSoG run on this project's CPUs (accuracy_fashion/plan.md);
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side);
   atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
@@ -36,7 +36,7 @@ per core); every start and end is appended to RUNS/sweep.log.
     python scripts/fashion_sweep.py run                 # tune, then main and patch2 (resumable), NFE, speed
     python scripts/fashion_sweep.py nfe                 # only the NFE of finished ODE runs with a checkpoint
     python scripts/fashion_sweep.py speed [--dry-run]   # only the inference throughput (speed.csv)
-    python scripts/fashion_sweep.py report              # tables into docs/results/accuracy_fashion.md
+    python scripts/fashion_sweep.py report              # tables into docs/results/accuracy_fashion/README.md
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ DEPTHS = {depth: [arg for key, value in fields.items() for arg in ("--set", f"{k
           for depth, fields in plan.DEPTH_FIELDS.items()}
 RUNS = Path("docs/results/accuracy_fashion/runs")  # tracked: a sweep spans sessions; .gitignore drops checkpoints
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
-PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_plan.md)
+PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_fashion/plan.md)
 # The tuning grid per mixer; each mixer gets the same number of trials drawn from its own grid.
 SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
@@ -84,7 +84,7 @@ SEARCH: dict[str, dict[str, tuple]] = {
 class Recipe:
     """What every run of a phase shares (the train CLI's flags)."""
 
-    epochs: int = 6  # sized in docs/results/accuracy_plan.md
+    epochs: int = 6  # sized in docs/results/accuracy_fashion/plan.md
     batch_size: int = 128
     warmup_epochs: float = 1.0
     weight_decay: float = 0.05
@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "shell patterns, e.g. 'patch2/looped/*' (tuning always runs first)")
     p.add_argument("--retry-failed", action="store_true", help="run again the runs (and speed configurations) "
                    "that exited with an error")
-    p.add_argument("--report-out", type=Path, default=Path("docs/results/accuracy_fashion.md"))
+    p.add_argument("--report-out", type=Path, default=Path("docs/results/accuracy_fashion/README.md"))
     p.add_argument("--speed-batch", type=int, default=measure.SPEED_BATCH,
                    help="images per timed batch of the speed step")
     p.add_argument("--speed-out", type=Path, default=None, help="the speed step's CSV (default: "
