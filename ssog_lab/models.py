@@ -61,7 +61,8 @@ def rk4_residual(end_time: float) -> dict:
 
 def default_ssog_heads(dim: int, mixer: str) -> int:
     """ssog: dim // 8 (heads are nearly free for fixed atoms); ssog-steered: max(2, dim // 48) (each steered
-    head costs per-token weight work); measurements in ViTConfig's docstring. Other mixers: dim // 8, unused."""
+    head costs per-token weight work; docs/DESIGN.md §3 and docs/results/operator_cpu.md). Other mixers: dim // 8,
+    unused."""
     return max(2, dim // 48) if mixer == "ssog-steered" else max(1, dim // 8)
 
 
