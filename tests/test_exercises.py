@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ssog_lab import viz
+from ssog_lab import ode_cost, viz
 from ssog_lab.viz import exercises
 
 # Exercises that ask the learner to implement a library function: their registered solution *is* the library,
@@ -107,7 +107,7 @@ def notebook_namespace(number: str) -> dict:
     from ssog_lab.results.benchmarks import host_label, stored_sources
     from ssog_lab.results.ledger import claims_ledger
 
-    namespace = {"math": math, "statistics": statistics, "torch": torch, "ops": ops, "viz": viz,
+    namespace = {"math": math, "statistics": statistics, "torch": torch, "ops": ops, "viz": viz, "ode_cost": ode_cost,
                  "lipschitz": lipschitz, "bench": bench, "models": models, "train": train,
                  "RESULTS": ROOT / "docs" / "results", "claims_ledger": claims_ledger, "host_label": host_label,
                  "stored_sources": stored_sources}
@@ -163,11 +163,11 @@ def test_registered_wrong_functions_fail_by_their_mistake_not_by_crashing():
 def test_the_nfe_figures_in_notebook_03s_solution_are_what_its_cell_measures():
     """Exercise 7's solution quotes dopri5's NFE on the tied-score ray; the reader's cell must print them."""
     solution = next(text for text in cells(ROOT / "notebooks/03_lipschitz_and_picard_lindelof.ipynb", "markdown")
-                    if "viz.dopri5_nfe_along_ray(f, x, s)" in text)
+                    if "ode_cost.dopri5_nfe_along_ray(f, x, s)" in text)
     answer = solution.split("<summary>Solution</summary>")[-1]  # exercise 7's, after its code cell
     quoted = [[float(n) for n in group.split(", ")] for group in re.findall(r"(\d+(?:, \d+){3})[;)]", answer)]
     x = viz.ray_point(tied=True)
     mixers = viz.ray_mixers()
-    measured = {name: [viz.dopri5_nfe_along_ray(mixers[name], x, s) for s in (1, 4, 16, 64)]
+    measured = {name: [ode_cost.dopri5_nfe_along_ray(mixers[name], x, s) for s in (1, 4, 16, 64)]
                 for name in ("SDPA (dense attention)", "fixed SSoG")}
     assert quoted == [measured["SDPA (dense attention)"], measured["fixed SSoG"]]

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_ode_cost import linear_problem
 
-from ssog_lab import models, ops, viz
+from ssog_lab import models, ode_cost, ops, viz
 
 
 def trace_data(figure) -> list[np.ndarray]:
@@ -37,36 +38,10 @@ def changed(before: list[np.ndarray], after: list[np.ndarray]) -> bool:
 # --- 04: depth three ways ------------------------------------------------------------------------------
 
 
-def linear_problem(n: int = 4, c: int = 3):
-    """dy/dt = A y with a known solution y(T) = exp(T·A) y0, shaped like token states (1, N, C)."""
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(c, c, generator=generator, dtype=torch.float64) * 0.5
-    y0 = torch.randn(1, n, c, generator=generator, dtype=torch.float64)
-    return (lambda t, y: y @ a.T), y0, (y0 @ torch.linalg.matrix_exp(a).T)  # T = 1
-
-
-def test_solve_counts_evaluations_and_converges_at_the_method_order():
-    func, y0, exact = linear_problem()
-    for solver, stages, order in [("euler · ssog_lab.ode", 1, 1), ("midpoint · ssog_lab.ode", 2, 2),
-                                  ("rk4 (3/8 rule) · ssog_lab.ode", 4, 4), ("rk4 · torchdiffeq", 4, 4)]:
-        coarse, nfe = viz.solve_and_count(func, y0, 1.0, solver, steps=8)
-        fine, _ = viz.solve_and_count(func, y0, 1.0, solver, steps=16)
-        assert nfe == 8 * stages
-        measured = math.log2(viz.relative_error(coarse, exact) / viz.relative_error(fine, exact))
-        assert abs(measured - order) < 0.25, (solver, measured)
-    ours, _ = viz.solve_and_count(func, y0, 1.0, "rk4 (3/8 rule) · ssog_lab.ode", steps=5)
-    theirs, _ = viz.solve_and_count(func, y0, 1.0, "rk4 · torchdiffeq", steps=5)
-    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-13)
-    tight, _ = viz.solve_and_count(func, y0, 1.0, "dopri5 (adaptive) · torchdiffeq", rtol=1e-8)
-    assert viz.relative_error(tight, exact) < 1e-6
-    with pytest.raises(ValueError, match="solver"):
-        viz.solve_and_count(func, y0, 1.0, "rk9")
-
-
 def test_convergence_rows_and_solver_widget():
     func, y0, exact = linear_problem(n=6)
-    rows = viz.convergence(func, y0, 1.0, exact, ["euler · ssog_lab.ode", "dopri5 (adaptive) · torchdiffeq"],
-                           steps=(1, 2, 4), tolerances=(1e-3, 1e-6))
+    rows = ode_cost.convergence(func, y0, 1.0, exact, ["euler · ssog_lab.ode", "dopri5 (adaptive) · torchdiffeq"],
+                                steps=(1, 2, 4), tolerances=(1e-3, 1e-6))
     assert [r["steps"] for r in rows] == [1, 2, 4, None, None]
     euler_errors = [r["error"] for r in rows[:3]]
     assert euler_errors[0] > euler_errors[1] > euler_errors[2]
@@ -85,8 +60,8 @@ def test_convergence_rows_and_solver_widget():
     lf.update(solver="dopri5 (adaptive) · torchdiffeq")
     assert lf.controls["steps"].disabled and not lf.controls["rtol"].disabled  # dopri5 picks its own steps
     lf.update(solver="midpoint · ssog_lab.ode")
-    y, _ = viz.solve_and_count(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
-    assert f"{viz.relative_error(y, exact):.2e}" in lf.readout.value
+    y, _ = ode_cost.solve_and_count(func, y0, 1.0, "midpoint · ssog_lab.ode", steps=4)
+    assert f"{ode_cost.relative_error(y, exact):.2e}" in lf.readout.value
     with pytest.raises(ValueError, match="shape"):
         viz.solver_widget(func, y0, 1.0, exact, (3, 3))
 
@@ -424,27 +399,6 @@ def test_stored_sources_name_each_host_by_what_its_csv_records(tmp_path):
     assert benchmarks.host_label([{"device": "cpu"}]) == "cpu" and benchmarks.host_label([]) == ""
 
 
-def test_ode_nfe_counts_dopri5_and_the_markdown_reads_the_numbers():
-    torch.manual_seed(0)
-    model = models.build_model("nano", depth="ode", mixer="ssog", image_size=8, dim=16, layers=2, heads=2,
-                               in_chans=1, num_classes=3).double().eval()
-    images = torch.randn(2, 1, 8, 8, dtype=torch.float64)
-    nfe = viz.ode_nfe(model, images, rtols=(1e-2, 1e-6))
-    with torch.no_grad():
-        x0, grid = model.embed(images)
-    expected = viz.solve_and_count(models.Dynamics(model.blocks[0], grid), x0, 2.0,
-                                   "dopri5 (adaptive) · torchdiffeq", rtol=1e-6)[1]
-    assert nfe[1e-6] == expected and nfe[1e-2] <= nfe[1e-6]
-    assert (nfe[1e-6] - 2) % 6 == 0  # 2 to pick the first step, then 6 new evaluations per step (FSAL)
-    with pytest.raises(ValueError, match="ode"):
-        viz.ode_nfe(models.build_model("nano", image_size=8, dim=16, layers=1, heads=2), images.float())
-    text = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 32}), "ssog": ({1e-3: 32}, {1e-3: 26})})
-    assert "| ssog | 32 | 26 |" in text and text.startswith("| run | dopri5 NFE before training (rtol 0.001) |")
-    assert "ssog needs 6 fewer evaluations than sdpa (26 against 32); its NFE is down 6 with training" in text
-    same = viz.ode_nfe_markdown({"sdpa": ({1e-3: 32}, {1e-3: 38}), "ssog": ({1e-3: 32}, {1e-3: 38})})
-    assert "the same NFE as sdpa" in same and "up 6 with training" in same
-
-
 def test_solver_independence_widget_follows_image_and_tolerance():
     from ssog_lab.models import build_model, rk4_residual
 
@@ -457,8 +411,8 @@ def test_solver_independence_widget_follows_image_and_tolerance():
     for image, rtol in ((0, 1e-3), (2, 1e-6)):
         text = lf.update(image=image, rtol=rtol)
         for i, model in enumerate(models.values()):
-            own = viz.solve_logits(model, images)[0].softmax(-1)[image]
-            fine, nfe = viz.solve_logits(model, images, ode_method="dopri5", ode_rtol=rtol, ode_atol=rtol)
+            own = ode_cost.solve_logits(model, images)[0].softmax(-1)[image]
+            fine, nfe = ode_cost.solve_logits(model, images, ode_method="dopri5", ode_rtol=rtol, ode_atol=rtol)
             assert np.allclose(lf.figure.data[2 * i].y, own.numpy(), atol=1e-6)
             assert np.allclose(lf.figure.data[2 * i + 1].y, fine.softmax(-1)[image].numpy(), atol=1e-6)
             assert f"dopri5 NFE {nfe}" in text

@@ -38,19 +38,7 @@ from .cost import (
     time_ms,
     timing_widget,
 )
-from .depth import (
-    SOLVERS,
-    convergence,
-    ode_nfe,
-    ode_nfe_markdown,
-    parameter_widget,
-    relative_error,
-    solve_and_count,
-    solve_logits,
-    solver_independence_widget,
-    solver_widget,
-    trajectory_widget,
-)
+from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
 from .exercises import EXERCISES, check
 from .kernel import (
@@ -79,7 +67,6 @@ from .learned import (
     steering_widget,
 )
 from .lipschitz import (
-    dopri5_nfe_along_ray,
     jacobian_norm_along_ray,
     nfe_widget,
     picard_bound,
@@ -111,14 +98,12 @@ __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_check", "interpreter_widget",
             "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]
-__all__ += ["dopri5_nfe_along_ray", "jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
+__all__ += ["jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
-__all__ += ["SOLVERS", "convergence", "parameter_widget", "relative_error", "solve_and_count", "solve_logits",
-            "solver_independence_widget", "solver_widget", "trajectory_widget"]
+__all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
             "results_widget"]
-__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin", "ode_nfe",
-            "ode_nfe_markdown"]
+__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
 __all__ += ["claim_summary", "claims_markdown", "scaling_widget"]

@@ -9,12 +9,12 @@ from collections.abc import Callable
 import ipywidgets as widgets
 import plotly.graph_objects as go
 import torch
-import torchdiffeq
 from plotly.subplots import make_subplots
 from torch import Tensor, nn
 
-from .. import lipschitz, ode, ops
+from .. import lipschitz, ops
 from ..layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+from ..ode_cost import dopri5_nfe_along_ray
 from ..style import OPERATOR_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
@@ -125,16 +125,6 @@ def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied
 def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
     """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 products: plenty for a figure)."""
     return float(lipschitz.jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
-
-
-def dopri5_nfe_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float, end_time: float = 1.0,
-                         rtol: float = 1e-5, atol: float = 1e-7) -> float:
-    """Evaluations dopri5 needs for dx/dt = func(x), x(0) = s·x, on [0, end_time] (torchdiffeq)."""
-    counted = ode.CountNFE(lambda t, y: func(y))
-    with torch.no_grad():
-        torchdiffeq.odeint(counted, s * x, torch.tensor([0.0, end_time], dtype=x.dtype), method="dopri5",
-                           rtol=rtol, atol=atol)
-    return float(counted.nfe)
 
 
 RAYS = {"generic ray (random tokens)": False, "tied-score ray (one token, tied scores)": True}
