@@ -1,20 +1,19 @@
-"""The notebooks' running times: scripts/notebook_times.py measures them, and each notebook's "Running time" line
-quotes the committed measurement (docs/results/notebook_times.md) rather than a figure nobody measured."""
+"""The notebooks' running times: ssog_lab.bench.notebook_times (scripts/notebook_times.py) measures them,
+and each notebook's "Running time" line quotes the committed measurement (docs/results/notebook_times.md) rather
+than a figure nobody measured."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import nbformat
 
+from ssog_lab.bench import notebook_times
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = ROOT / "docs" / "results" / "notebook_times.md"
-spec = importlib.util.spec_from_file_location("notebook_times", ROOT / "scripts" / "notebook_times.py")
-notebook_times = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(notebook_times)
 
 
 def stored_times() -> dict[str, dict[str, int]]:

@@ -5,7 +5,6 @@ is imported); shapes are tiny and float32 because the interpreter executes every
 sm_90 tests compile for a Hopper GPU without one, in a process without the interpreter.
 """
 
-import importlib.util
 import inspect
 import os
 import re
@@ -18,6 +17,7 @@ import pytest
 import torch
 
 from ssog_lab import ops
+from ssog_lab.bench import gpu as gpu_check
 from ssog_lab.bench.subnormals import count_subnormal
 from ssog_lab.ops import roofline as rf
 from ssog_lab.ops import triton_available, triton_host
@@ -313,13 +313,6 @@ def test_realistic_shape_on_gpu(dtype, steered):
 
 # --- the GPU check: compile count, sm_90 compilation without spills, refusal without CUDA -------------------------
 
-def _gpu_check_module():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _specialization(kernel, args: tuple, consts: dict) -> tuple:
     """What Triton compiles one launch for: tensor dtypes and 16-byte alignment, the ==1 / %16 classes of the
     integers it specializes on (all but do_not_specialize), the int width, and the constexprs."""
@@ -372,7 +365,6 @@ def test_gpu_check_compilations_stay_under_the_bound():
     case has its mixer's shipped shape (ViT-Tiny: fixed SSoG 24 heads × 8, steered SSoG 4 heads × 48)."""
     from ssog_lab.models import PRESETS, ViTConfig
 
-    gpu_check = _gpu_check_module()
     configs = {s: ViTConfig(**PRESETS["tiny"], mixer="ssog-steered" if s else "ssog") for s in (False, True)}
     assert [(c.ssog_heads, c.dim // c.ssog_heads) for c in configs.values()] == [(24, 8), (4, 48)]
     model_cases = [dict(batch=b, heads=c.ssog_heads, d=c.dim // c.ssog_heads,

@@ -25,9 +25,11 @@ Inputs are `ops.random_atoms`'s parameters beside standard-normal values. Every 
 
 from __future__ import annotations
 
+import argparse
 import collections
 import datetime
 import platform
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -396,3 +398,19 @@ def prediction_markdown(rows: list[dict]) -> str:
         "flash (bf16 rates) fwd / fwd+bwd ms":
             lambda r: f"{r['flash_pred_fwd_ms']:.3f} / {r['flash_pred_fwdbwd_ms']:.3f}",
     }, align="llrrrr")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`scripts/gpu_check.py`: parse the flags, refuse without CUDA (exit 3, nothing written), run every section
+    into --out (exit 1 when a correctness check failed, else 0)."""
+    parser = argparse.ArgumentParser(prog="python scripts/gpu_check.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="docs/results/gpu")
+    parser.add_argument("--budget-s", type=float, default=270.0,
+                        help="start no new case after this many seconds (the shell script's timeout is above it)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(f"gpu_check: torch {torch.__version__} sees no CUDA GPU; nothing measured, nothing written",
+              file=sys.stderr)
+        return 3
+    return run_gpu_check(Path(args.out), args.budget_s)
+
