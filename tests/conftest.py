@@ -34,10 +34,15 @@ def executed(tmp_path_factory):
 
     in fast mode, each notebook at most once per session (tests/test_notebook_render.py, tests/test_browser.py).
     The project's environment configures nbconvert's HTML export (jupyter-config/, installed by `make`).
+    The execution is `--execute`'s preprocessor run twice in one kernel (tests/run_twice.py): the notebook is the
+    first pass, and `executed.second(path)` reads the second (Run All again, in the same kernel).
     """
     cache: dict[Path, tuple[nbformat.NotebookNode, str] | str] = {}
     folder = tmp_path_factory.mktemp("executed")
-    env = {**os.environ, "SSOG_LAB_FAST": "1"}
+    second = folder / "second_pass"
+    second.mkdir()
+    env = {**os.environ, "SSOG_LAB_FAST": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
 
     def nbconvert(*args: str) -> str | None:
         done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=env, capture_output=True,
@@ -47,7 +52,8 @@ def executed(tmp_path_factory):
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
         if path not in cache:
             out = folder / path.name
-            error = (nbconvert("--to", "notebook", "--execute", "--output-dir", str(folder), str(path))
+            error = (nbconvert("--to", "notebook", '--NotebookExporter.preprocessors=["run_twice.ExecuteTwice"]',
+                               f"--ExecuteTwice.second_pass_dir={second}", "--output-dir", str(folder), str(path))
                      or nbconvert("--to", "html", str(out)))
             cache[path] = error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
         result = cache[path]
@@ -55,4 +61,9 @@ def executed(tmp_path_factory):
             pytest.fail(f"{path.name} failed in nbconvert:\n{result}")
         return result
 
+    def second_pass(path: Path) -> nbformat.NotebookNode:
+        run(path)
+        return nbformat.read(second / f"{path.stem}.second.ipynb", as_version=4)
+
+    run.second = second_pass
     return run

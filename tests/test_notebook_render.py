@@ -3,14 +3,18 @@ state stored), runs without error, stays small, and its HTML (`jupyter nbconvert
 plot: what an instructor publishes, read without a kernel.
 
 The session fixture `executed` (conftest.py) executes each notebook once; these tests and the browser tests read
-that result. A notebook's figures are the outputs holding a plotly figure or a live widget; in the HTML each must be
-a plotly.js plot <div>, plotly.js must be inlined exactly once (before the first plot, no CDN), no widget may fall
-back to its Python repr (`VBox(children=…`), and every formula is MathML (typeset with no script).
+that result. In the same kernel it then runs every cell a second time (tests/run_twice.py): Run All, Run All must
+print the same, or a cell depends on state an earlier run left behind. A notebook's figures are the outputs holding
+a plotly figure or a live widget; in the HTML each must be a plotly.js plot <div>, plotly.js must be inlined exactly
+once (before the first plot, no CDN), no widget may fall back to its Python repr (`VBox(children=…`), and every
+formula is MathML (typeset with no script).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -30,6 +34,28 @@ REMOTE_SCRIPT = re.compile(r'<script[^>]*\bsrc="(https?://[^"]*)"')
 WIDGET_REPR = re.compile(r"\b(?:VBox|HBox|FigureWidget|[A-Z]\w*(?:Slider|Dropdown))\(")
 
 
+# What a second Run All in the same kernel prints differently although no cell depends on hidden state; masked
+# before the two passes are compared. A measured time or speed (a number with its unit, or the slopes fitted to
+# timings) changes with the machine's load, in a fresh kernel as much as in the same one; a temporary folder
+# (tempfile.mkdtemp) and an object's memory address or widget model id are new for every new object.
+TIMED = re.compile(r"\d[\d,.]*\s*(?:ms|µs|s|images/s|img/s|tokens/s|it/s)\b|(?<=fitted slopes: ).*")
+FRESH = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s'\"]+|0x[0-9a-f]{6,}|\b[0-9a-f]{32}\b")
+
+
+def printed(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """(cell index, what it printed) for every code cell: its streams, errors, and each result's or display's
+    text/plain, with the load-dependent and fresh parts masked (TIMED, FRESH)."""
+    def text(out) -> str:
+        if out["output_type"] == "stream":
+            return out["text"]
+        if out["output_type"] == "error":
+            return f"{out['ename']}: {out['evalue']}"
+        return out.get("data", {}).get("text/plain", "")
+
+    return [(index, FRESH.sub("…", TIMED.sub("…", "".join(text(out) for out in cell.outputs))))
+            for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+
+
 def figure_outputs(nb: nbformat.NotebookNode) -> list[tuple[int, dict]]:
     """(cell index, data) of every output that shows a plotly figure or a live widget."""
     return [(index, out["data"]) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
@@ -46,6 +72,16 @@ def test_notebook_runs_and_stays_small(path, executed):
     for kind, size in (("executed", len(nbformat.writes(nb).encode())), ("as HTML", len(html.encode()))):
         assert size <= MAX_NOTEBOOK_BYTES, f"{path.name} {kind} is {size / 1e6:.1f} MB > {MAX_NOTEBOOK_BYTES / 1e6} MB"
     assert "widgetbundle" not in nbformat.writes(nb), "a widget's state carries plotly's 5 MB front-end bundle"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_second_run_all_in_the_same_kernel_prints_the_same(path, executed):
+    """No hidden state: a cell that draws from a random generator no cell above it seeds, or reads a name that a
+    later cell rebinds, prints something else the second time."""
+    first, second = printed(executed(path)[0]), printed(executed.second(path))
+    for (index, once), (_, again) in zip(first, second, strict=True):
+        diff = "\n".join(difflib.unified_diff(once.splitlines(), again.splitlines(), "first", "second", lineterm=""))
+        assert once == again, f"{path.name} cell {index} prints otherwise when run again in the same kernel:\n{diff}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
