@@ -9,12 +9,14 @@
                               f(x) = mixer(LN(x)) + MLP(LN(x)), the ODE's right-hand side, factor by factor;
 * `jacobian_spectral_norm`    ‖∂f/∂x‖₂ at a point for any function (a mixer, a whole residual branch),
                               by the same iteration with forward- and reverse-mode products (torch.func);
-* `ray_sweep`                 that norm along a ray s·x: constant for fixed SSoG (a linear map has the same
-                              Jacobian everywhere); for dense attention without LayerNorm it depends on the
-                              ray: it saturates on a generic one (the softmax turns one-hot) and grows like s²
-                              where the scores stay tied, the inputs behind its unbounded supremum;
+* `ray_sweep`                 that norm along a ray s·x (`jacobian_norm_along_ray`: at one s, to a figure's
+                              precision): constant for fixed SSoG (a linear map has the same Jacobian
+                              everywhere); for dense attention without LayerNorm it depends on the ray: it
+                              saturates on a generic one (the softmax turns one-hot) and grows like s² where
+                              the scores stay tied, the inputs behind its unbounded supremum;
 * `picard`                    successive approximations x_{k+1}(t) = x0 + ∫_0^t f(s, x_k(s)) ds on a grid,
-                              every iterate returned (Picard–Lindelöf made visible).
+                              every iterate returned (Picard–Lindelöf made visible), and `picard_bound`, the
+                              a-priori error of the k-th iterate under a global Lipschitz constant.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from . import ops
 from .layers import SSoGMixer
 
 __all__ = ["ssog_spectral_norm", "ssog_dense_spectral_norm", "ssog_lipschitz_bound", "branch_lipschitz_bound",
-           "jacobian_spectral_norm", "ray_sweep", "picard"]
+           "jacobian_spectral_norm", "ray_sweep", "jacobian_norm_along_ray", "picard", "picard_bound"]
 
 # max_x GELU'(x) = Φ(x) + x·φ(x): GELU'' = φ(x)(2 − x²) vanishes at x = √2, where Φ(√2) = (1 + erf(1))/2 and
 # √2·φ(√2) = e⁻¹/√π. About 1.129.
@@ -172,6 +174,11 @@ def ray_sweep(func: Callable[[Tensor], Tensor], x: Tensor, scales: Sequence[floa
     return torch.stack([jacobian_spectral_norm(func, float(s) * x, steps, tol, seed) for s in scales])
 
 
+def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
+    """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 products: plenty for a figure)."""
+    return float(jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
+
+
 def picard(func: Callable[[Tensor, Tensor], Tensor], x0: Tensor, t: Tensor, iterations: int = 8) -> Tensor:
     """Picard iterates of dx/dt = func(t, x), x(t[0]) = x0, on the grid t: (iterations + 1, len(t), *x0.shape).
 
@@ -191,3 +198,11 @@ def picard(func: Callable[[Tensor, Tensor], Tensor], x0: Tensor, t: Tensor, iter
         current = torch.cat([x0[None], x0 + integral])  # (T, *x0.shape)
         iterates.append(current)
     return torch.stack(iterates)
+
+
+def picard_bound(lipschitz_constant: float, slope_at_start: float, end_time: float, k: int) -> float:
+    """A-priori error of the k-th Picard iterate on [0, T]: (F₀/Λ) Σ_{j>k} (ΛT)^j / j!, with Λ the global
+    Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`)."""
+    lt = lipschitz_constant * end_time
+    tail = math.exp(lt) - sum(lt**j / math.factorial(j) for j in range(k + 1))
+    return slope_at_start / lipschitz_constant * max(tail, 0.0)

@@ -175,3 +175,14 @@ def test_bad_arguments():
         lipschitz.ssog_lipschitz_bound(*steered, (2, 3))
     with pytest.raises(ValueError, match="t must be a 1-D grid of at least 2 times"):
         lipschitz.picard(lambda s, x: x, torch.ones(1), torch.zeros(1))
+
+
+def test_picard_bound_is_the_exponential_series_tail():
+    assert lipschitz.picard_bound(1.0, 1.0, 1.0, 0) == pytest.approx(math.e - 1)
+    assert lipschitz.picard_bound(2.0, 3.0, 0.5, 2) == pytest.approx(1.5 * (math.e - 1 - 1 - 0.5))
+
+
+def test_jacobian_norm_along_ray_of_a_linear_map_is_its_norm_at_every_scale():
+    x = torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for s in (0.5, 1.0, 8.0):
+        assert lipschitz.jacobian_norm_along_ray(lambda y: 2.0 * y, x, s) == pytest.approx(2.0, rel=1e-4)

@@ -202,11 +202,6 @@ def test_picard_widget_iterates_converge_for_lipschitz_problems():
     assert "locally Lipschitz" in lf.readout.value
 
 
-def test_picard_bound_is_the_exponential_series_tail():
-    assert viz.picard_bound(1.0, 1.0, 1.0, 0) == pytest.approx(np.e - 1)
-    assert viz.picard_bound(2.0, 3.0, 0.5, 2) == pytest.approx(1.5 * (np.e - 1 - 1 - 0.5))
-
-
 def test_picard_problems_exact_solutions():
     problems = viz.picard_problems(end_time=0.5, points=11)
     for problem in problems.values():

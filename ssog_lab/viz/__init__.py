@@ -67,9 +67,7 @@ from .learned import (
     steering_widget,
 )
 from .lipschitz import (
-    jacobian_norm_along_ray,
     nfe_widget,
-    picard_bound,
     picard_problems,
     picard_widget,
     ray_mixers,
@@ -98,7 +96,7 @@ __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_check", "interpreter_widget",
             "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]
-__all__ += ["jacobian_norm_along_ray", "nfe_widget", "picard_bound", "picard_problems",
+__all__ += ["nfe_widget", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from .. import lipschitz, ops
 from ..layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
+from ..lipschitz import jacobian_norm_along_ray, picard_bound
 from ..ode_cost import dopri5_nfe_along_ray
 from ..style import OPERATOR_COLOURS, series_colour
 from ._base import LiveFigure
@@ -122,11 +123,6 @@ def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied
     return x / x.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(torch.finfo(x.dtype).tiny)
 
 
-def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
-    """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 products: plenty for a figure)."""
-    return float(lipschitz.jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
-
-
 RAYS = {"generic ray (random tokens)": False, "tied-score ray (one token, tied scores)": True}
 
 
@@ -204,14 +200,6 @@ def picard_problems(end_time: float = 2.0, points: int = 201) -> dict[str, dict]
             func=ssog, x0=x0, t=t, exact=torch.stack([torch.linalg.matrix_exp(s * kernel) @ x0 for s in t]),
             lipschitz=float(lipschitz.ssog_spectral_norm(mu, sigma, amp, grid)[0])),
     }
-
-
-def picard_bound(lipschitz_constant: float, slope_at_start: float, end_time: float, k: int) -> float:
-    """A-priori error of the k-th Picard iterate on [0, T]: (F₀/Λ) Σ_{j>k} (ΛT)^j / j!, with Λ the global
-    Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`)."""
-    lt = lipschitz_constant * end_time
-    tail = math.exp(lt) - sum(lt**j / math.factorial(j) for j in range(k + 1))
-    return slope_at_start / lipschitz_constant * max(tail, 0.0)
 
 
 def picard_widget(max_iterations: int = 12, end_time: float = 2.0, points: int = 201) -> LiveFigure:

@@ -4,8 +4,8 @@ import torch
 
 from ... import lipschitz, ops
 from ...layers import SSoGMixer
+from ...lipschitz import picard_bound
 from ...ops import reference
-from ..lipschitz import picard_bound
 from ._registry import close, exercise, same_function, same_set
 
 NORM_GRID = (12, 12)  # the notebook's full-mode grid; the exercise uses it in both modes
@@ -71,7 +71,7 @@ def exact():
 
 
 @exercise("03.iterates", wrong=10, judge=close(0.0),
-          hint="evaluate the tail 1/(k+1)! + 1/(k+2)! + … for a few k (viz.picard_bound(1, 1, 1, k) does it); "
+          hint="evaluate the tail 1/(k+1)! + 1/(k+2)! + … for a few k (lipschitz.picard_bound(1, 1, 1, k) does it); "
                "mind that the sum starts after k.",
           explain="the tail after k = 9 is about 3·10⁻⁷, after k = 8 about 3·10⁻⁶: nine iterates suffice.")
 def iterates() -> int:
