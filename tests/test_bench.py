@@ -2,6 +2,7 @@
 codes (no timing asserts)."""
 
 import csv
+import math
 import os
 import platform
 import re
@@ -344,3 +345,10 @@ def test_figure_draws_a_mixer_without_a_colour():
                  peak_mb=2.0, device="cpu") for r in (32, 64)]
     fig = bench.figure(rows)
     assert [t.name for t in fig.data] == ["new-mixer (infer)"] * 2 and fig.data[0].line.color
+
+
+def test_operator_timings_time_each_operator_and_skip_the_dense_kernel_above_its_limit():
+    big = bench.operator_timings(4, dense_max_tokens=8)
+    assert list(big) == ["SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel"]
+    assert math.isnan(big["SSoG via the N×N kernel"]) and big["SSoG separable"] > 0
+    assert bench.time_ms(lambda: None, repeats=2, budget_s=0.0) >= 0

@@ -269,8 +269,6 @@ def test_timing_widget_measures_each_operator():
     lf.figure.data[-1].y = [0.0, 0.0, 0.0]
     lf.update(side=8)
     assert all(t > 0 for t in lf.figure.data[-1].y) and "N = 64" in lf.readout.value
-    big = viz.operator_timings(4, dense_max_tokens=8)
-    assert np.isnan(big["SSoG via the N×N kernel"]) and big["SSoG separable"] > 0
 
 
 # --- 00: start here -----------------------------------------------------------------------------------

@@ -24,13 +24,13 @@ from .config import (
 )
 from .figure import figure, save_figure
 from .measure import machine, run_one
-from .operator import operator_rows
+from .operator import operator_rows, operator_timings
 from .report import markdown_table, operator_markdown, ratio_markdown, ratio_table, results_markdown
 from .runner import KILLED, load_csv, run, run_in_subprocess, write_csv
-from .timing import Timing, cpu_time, cuda_time, cuda_time_ms
+from .timing import Timing, cpu_time, cuda_time, cuda_time_ms, time_ms
 
 __all__ = ["COLUMNS", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "RESOLUTIONS",
            "SDPA_MIXERS", "BenchConfig", "Timing", "configurations", "cpu_time", "cuda_time", "cuda_time_ms",
            "figure", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
-           "operator_rows", "ratio_markdown", "ratio_table", "results_markdown", "run", "run_in_subprocess",
-           "run_one", "save_figure", "write_csv"]
+           "operator_rows", "operator_timings", "ratio_markdown", "ratio_table", "results_markdown", "run",
+           "run_in_subprocess", "run_one", "save_figure", "time_ms", "write_csv"]

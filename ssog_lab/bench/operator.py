@@ -2,10 +2,14 @@
 
 Forward and forward+backward milliseconds (median of `timing.cpu_time`) of SSoG, fixed and steered,
 on the dense and separable paths of the reference, and of SDPA (PyTorch's choice and the math backend),
-on square grids, all on the same (batch, heads, N, head_dim) float32 values.
+on square grids, all on the same (batch, heads, N, head_dim) float32 values (`operator_rows`, the benchmark's
+table); `operator_timings`: SDPA and fixed SSoG on one image, the best of a short time budget (notebook 02's
+live figure).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +19,7 @@ from ..ops import random_atoms
 from ..ops.reference import ssog_reference
 from .config import check_device, check_distinct
 from .measure import machine
-from .timing import cpu_time
+from .timing import cpu_time, time_ms
 
 
 def _math_sdpa(q, k, v):
@@ -68,3 +72,20 @@ def operator_rows(sides=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int 
                              forward_backward_ms=backward, batch=batch, heads=heads, head_dim=head_dim, atoms=atoms,
                              **provenance))
     return rows
+
+
+def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, dense_max_tokens: int = 2304,
+                     seed: int = 0) -> dict[str, float]:
+    """Forward milliseconds on this CPU for one image, (heads, N = side², d) float32 values: SDPA, SSoG's
+    separable path and SSoG through the N×N kernel (up to `dense_max_tokens` tokens; NaN above)."""
+    generator = torch.Generator().manual_seed(seed)
+    n = side * side
+    q, k, v = (torch.randn(1, heads, n, d, generator=generator) for _ in range(3))  # (1, heads, N, d)
+    mu, sigma, amp = random_atoms(heads, atoms, (side, side), generator=generator)  # (heads, M, 2), (heads, M)
+    with torch.no_grad():
+        timings = {"SDPA (dense attention)": time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
+                   "SSoG separable": time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}
+        timings["SSoG via the N×N kernel"] = (
+            time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=True)) if n <= dense_max_tokens
+            else math.nan)
+    return timings

@@ -77,3 +77,9 @@ def cuda_time(fn: Callable[[], object], *, warmup: int = 2, repeats: int = 10, m
 def cuda_time_ms(fn: Callable[[], object], min_repeats: int = 10, min_seconds: float = 0.2, warmup: int = 2) -> float:
     """Median milliseconds of `cuda_time` (the GPU script's and notebook 08's call)."""
     return cuda_time(fn, warmup=warmup, repeats=min_repeats, min_seconds=min_seconds).median_ms
+
+
+def time_ms(fn: Callable[[], object], repeats: int = 5, budget_s: float = 0.3) -> float:
+    """Best milliseconds of `cpu_time` after one warm-up call: calls until `budget_s` has been
+    timed, at most `repeats` (the best is the least disturbed by other work on a shared machine)."""
+    return cpu_time(fn, warmup=1, repeats=1, min_seconds=budget_s, max_repeats=repeats).best_ms

@@ -33,9 +33,7 @@ from .cost import (
     kronecker_kernel,
     kronecker_widget,
     loglog_slope,
-    operator_timings,
     separability_check,
-    time_ms,
     timing_widget,
 )
 from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
@@ -92,7 +90,7 @@ __all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_
             "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
             "image_row", "photo_grid", "check_choices"]
 __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
-            "operator_timings", "separability_check", "time_ms", "timing_widget"]
+            "separability_check", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_check", "interpreter_widget",
             "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]

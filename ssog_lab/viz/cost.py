@@ -4,18 +4,16 @@ formulas against dense attention, and live timings on this machine."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 import torch
-import torch.nn.functional as F
 from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import ops
-from ..bench.timing import cpu_time
+from ..bench.operator import operator_timings
 from ..ops.reference import ssog_reference
 from ..style import OPERATOR_COLOURS
 from ._base import LiveFigure
@@ -158,29 +156,6 @@ def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFig
         return " · ".join(slopes) + f"<br>separable SSoG needs fewer FLOPs than SDPA once the side exceeds M = {atoms}"
 
     return LiveFigure(figure, controls, redraw)
-
-
-def time_ms(fn: Callable[[], object], repeats: int = 5, budget_s: float = 0.3) -> float:
-    """Best milliseconds of `bench.timing.cpu_time` after one warm-up call: calls until `budget_s` has been
-    timed, at most `repeats` (the best is the least disturbed by other work on a shared machine)."""
-    return cpu_time(fn, warmup=1, repeats=1, min_seconds=budget_s, max_repeats=repeats).best_ms
-
-
-def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, dense_max_tokens: int = 2304,
-                     seed: int = 0) -> dict[str, float]:
-    """Forward milliseconds on this CPU for one image, (heads, N = side², d) float32 values: SDPA, SSoG's
-    separable path and SSoG through the N×N kernel (up to `dense_max_tokens` tokens; NaN above)."""
-    generator = torch.Generator().manual_seed(seed)
-    n = side * side
-    q, k, v = (torch.randn(1, heads, n, d, generator=generator) for _ in range(3))  # (1, heads, N, d)
-    mu, sigma, amp = ops.random_atoms(heads, atoms, (side, side), generator=generator)  # (heads, M, 2), (heads, M)
-    with torch.no_grad():
-        timings = {"SDPA (dense attention)": time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
-                   "SSoG separable": time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}
-        timings["SSoG via the N×N kernel"] = (
-            time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=True)) if n <= dense_max_tokens
-            else math.nan)
-    return timings
 
 
 def timing_widget(sweep: tuple[int, ...] = (8, 16, 24, 32, 48), slider_max: int = 64, d: int = 32,
