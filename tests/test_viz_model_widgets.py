@@ -1,7 +1,6 @@
 """Widgets of the model notebooks (04–07): each builds, its `update(...)` (or `log(...)`) changes the figure's data and
 readout, and the numbers it shows agree with the definitions they visualize."""
 
-import json
 import math
 
 import numpy as np
@@ -199,19 +198,6 @@ def test_results_widget_keeps_configurations_apart_and_uses_the_sample_std():
     assert "Not measured" not in lf.readout.value
     with pytest.raises(ValueError, match="results"):
         viz.results_widget([])
-
-
-def test_read_results_and_result_mean(tmp_path):
-    rows = [dict(name=f"main/discrete/sdpa/s{s}", depth="discrete", mixer="sdpa", test_accuracy=acc)
-            for s, acc in enumerate((0.8, 0.9))]
-    path = tmp_path / "results.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
-    records = viz.read_results(path)
-    assert records == rows and viz.result_mean(records, "discrete", "sdpa") == pytest.approx(0.85)
-    with pytest.raises(ValueError, match="no stored result"):
-        viz.result_mean(records, "looped", "sdpa")
-    with pytest.raises(FileNotFoundError):
-        viz.read_results(tmp_path / "absent.jsonl")
 
 
 def test_digits_figure_draws_each_image_with_its_label():

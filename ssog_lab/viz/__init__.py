@@ -80,8 +80,6 @@ from .training import (
     TrainingMonitor,
     digits_figure,
     prediction_widget,
-    read_results,
-    result_mean,
     results_widget,
 )
 
@@ -97,8 +95,7 @@ __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_che
 __all__ += ["nfe_widget", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
-__all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "read_results", "result_mean",
-            "results_widget"]
+__all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "results_widget"]
 __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]

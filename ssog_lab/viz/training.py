@@ -6,10 +6,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 
 import ipywidgets as widgets
 import numpy as np
@@ -168,14 +166,6 @@ def prediction_widget(models: dict[str, nn.Module], dataset, index: int = 0) -> 
     return LiveFigure(figure, controls, redraw)
 
 
-def read_results(path: str | Path) -> list[dict]:
-    """The records of a JSON-lines results file (one JSON object a line; blank lines skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"results file {path} does not exist")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def results_widget(results: list[dict]) -> LiveFigure:
     """Stored accuracy results as dots with error bars: one dot per configuration and mixer, mean ± sample std
     (n − 1) over its seeds.
@@ -240,18 +230,3 @@ def _table(row: dict) -> str:
 
 def _slot(row: dict) -> str:
     return row["depth"] + (f" · {row['label']}" if row.get("label") else "")
-
-
-def _group(record: dict) -> str:
-    name = record.get("name", "")
-    return name.split("/")[0] if "/" in name else "all"
-
-
-def result_mean(records: list[dict], depth: str, mixer: str, metric: str = "test_accuracy",
-                group: str = "main") -> float:
-    """The mean of `metric` over the seeds of the stored runs `group`/depth/mixer (ValueError when none)."""
-    values = [float(r[metric]) for r in records if _group(r) == group and r.get("depth") == depth
-              and r.get("mixer") == mixer and r.get(metric) is not None]
-    if not values:
-        raise ValueError(f"no stored result for group={group!r}, depth={depth!r}, mixer={mixer!r}, metric={metric!r}")
-    return float(np.mean(values))
