@@ -102,6 +102,13 @@ def test_ledger_reads_the_sweep_runs_and_gives_verdicts(tmp_path):
     assert top1["fixed"]["source"] == "docs/results/accuracy_fashion/runs/main"
     looped = [r for r in ledger if "looped" in r["claim"] and "top-1" in r["claim"]]
     assert {r["verdict"] for r in looped} == {"not measured"}  # the table has no looped rows
+    for mixer, gap in (("sdpa", 0), ("ssog", 6), ("ssog-steered", 2)):  # the looped form at 14×14 tokens only
+        for seed in (0, 1):
+            fashion_run(tmp_path, "looped", mixer, seed, (80 + seed + gap) / 100, phase="patch2", patch=2)
+    looped = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +5.4")}
+    assert looped["fixed"]["verdict"] == "proxy" and looped["fixed"]["source"].endswith("runs/patch2")
+    assert "looped: +6.0 ± 0.7 points (n = 2, fashion-mnist) — 28², patch 2 (14×14 tokens)" in \
+        looped["fixed"]["measured"]
     text = variant_summary(ledger)
     assert "**Accuracy** (top-1 over dense attention): no SSoG variant established: only proxy" in text
 
