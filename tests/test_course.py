@@ -1,5 +1,5 @@
 """All notebooks (00–08) as a course: a recap, goals and running time at the top, references at the end; every
-check cell is one `viz.check` call on a registered exercise of its own notebook, and each group of check cells is
+check cell is one `exercises.check` call on a registered exercise of its own notebook, and each group of check cells is
 followed by a folded solution; every registered exercise is used; nothing is committed executed."""
 
 import ast
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ssog_lab.viz import exercises
+from ssog_lab import exercises
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -28,14 +28,14 @@ def test_check_cells_are_one_call_followed_by_a_folded_solution(path):
     found = cells(path)
     keys = []
     for i, (kind, text, _) in enumerate(found):
-        if kind != "code" or "viz.check(" not in text:
+        if kind != "code" or "exercises.check(" not in text:
             continue
         call = ast.parse(text).body
         assert len(call) == 1 and isinstance(call[0], ast.Expr), f"check cell {i} holds more than the call: {text!r}"
         key = call[0].value.args[0].value
         assert key.startswith(f"{number}.") and key in exercises.EXERCISES, key
         keys.append(key)
-        following = next(c for c in found[i + 1:] if not (c[0] == "code" and "viz.check(" in c[1]))
+        following = next(c for c in found[i + 1:] if not (c[0] == "code" and "exercises.check(" in c[1]))
         assert following[0] == "markdown" and following[1].startswith("<details><summary>Solution</summary>"), i
     registered = {k for k in exercises.EXERCISES if k.startswith(f"{number}.")}
     assert sorted(keys) == sorted(registered)  # every exercise is asked, none twice
@@ -59,18 +59,16 @@ def test_notebooks_are_committed_clean_and_teach_in_the_course_shape(path):
 def test_the_implementation_solutions_of_04_are_accepted_and_their_slips_rejected():
     """The folded ```python solutions of 04 set answer_4 / answer_5; the check accepts them, and rejects a step
     that forgets h or takes a full step where half a step belongs."""
-    from ssog_lab import viz
-
     namespace = {}
     path = next(p for p in NOTEBOOKS if p.name.startswith("04"))
     for kind, text, _ in cells(path):
         if kind == "markdown" and "<summary>Solution</summary>" in text:
             for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
                 exec(block, namespace)  # noqa: S102 — the notebook's own solution code
-    assert viz.check("04.euler_step", namespace["answer_4"]).status == "correct"
-    assert viz.check("04.rk4_step", namespace["answer_5"]).status == "correct"
-    assert viz.check("04.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
-    assert viz.check("04.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template
+    assert exercises.check("04.euler_step", namespace["answer_4"]).status == "correct"
+    assert exercises.check("04.rk4_step", namespace["answer_5"]).status == "correct"
+    assert exercises.check("04.rk4_step", namespace["answer_4"]).status == "wrong"  # Euler is not RK4
+    assert exercises.check("04.euler_step", lambda f, t, x, h: None).status == "wrong"  # the unfinished template
 
 
 @pytest.mark.parametrize("depth", ["discrete", "looped", "ode"])

@@ -5,8 +5,7 @@ import re
 
 import pytest
 
-from ssog_lab import ode_cost, viz
-from ssog_lab.viz import exercises
+from ssog_lab import exercises, ode_cost, viz
 
 # Exercises that ask the learner to implement a library function: their registered solution *is* the library,
 # which is refused as an answer; the notebooks' worked solutions are the accepted implementations (tested below).
@@ -19,16 +18,16 @@ def test_solution_is_accepted_and_the_wrong_answer_rejected(key):
     item = exercises.EXERCISES[key]
     if key in IMPLEMENTATIONS:
         # the library's function itself, and a function that looks it up and calls it when run
-        refused = [viz.check(key, answer) for answer in (item.solution(), lambda *args: item.solution()(*args))]
+        refused = [exercises.check(key, answer) for answer in (item.solution(), lambda *args: item.solution()(*args))]
         assert [v.status for v in refused] == ["wrong", "wrong"], key
         assert all("this exercise asks you to write" in v.message for v in refused), refused
     else:
-        assert viz.check(key, item.solution()).status == "correct"
-    verdict = viz.check(key, item.wrong)
+        assert exercises.check(key, item.solution()).status == "correct"
+    verdict = exercises.check(key, item.wrong)
     assert verdict.status == "wrong"
-    assert viz.check(key, None).status == "unanswered"
+    assert exercises.check(key, None).status == "unanswered"
     expected = item.solution()
-    shown = (verdict.message, viz.check(key, None).message, item.hint)
+    shown = (verdict.message, exercises.check(key, None).message, item.hint)
     if isinstance(expected, (int, float)) and not isinstance(expected, bool):
         for text in shown:
             assert f"{expected:.3g}" not in text and f"{expected:.4g}" not in text, text
@@ -48,7 +47,7 @@ def test_a_call_to_the_library_is_refused_under_any_name():
         return exercises.EXERCISES["03.bound"].wrong(*args)
 
     for answer in (lambda *args: alias(*args), discarding):
-        verdict = viz.check("03.bound", answer)
+        verdict = exercises.check("03.bound", answer)
         assert verdict.status == "wrong" and "your answer calls ssog_lab.lipschitz.ssog_lipschitz_bound" in \
             verdict.message
 
@@ -61,7 +60,7 @@ def test_the_mechanism_judges_numbers_sets_and_functions():
     judge = exercises.same_function(lambda: (torch.arange(4.0),))
     assert judge(lambda x: x * 2, lambda x: 2 * x) and not judge(lambda x: x + 2, lambda x: 2 * x)
     with pytest.raises(ValueError, match="no exercise"):
-        viz.check("99.none", 1)
+        exercises.check("99.none", 1)
 
 
 # --- the notebooks' side: check cells are bare calls, and every worked solution is accepted -----------------
@@ -71,7 +70,7 @@ from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-CHECK_CALL = re.compile(r'viz\.check\("(?P<key>(?P<nb>\d\d)\.\w+)", (?P<var>\w+)\)')
+CHECK_CALL = re.compile(r'exercises\.check\("(?P<key>(?P<nb>\d\d)\.\w+)", (?P<var>\w+)\)')
 
 
 def cells(path: Path, kind: str) -> list[str]:
@@ -79,13 +78,13 @@ def cells(path: Path, kind: str) -> list[str]:
 
 
 def check_calls(path: Path) -> list[re.Match]:
-    return [CHECK_CALL.fullmatch(source.strip()) for source in cells(path, "code") if "viz.check(" in source]
+    return [CHECK_CALL.fullmatch(source.strip()) for source in cells(path, "code") if "exercises.check(" in source]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_check_cells_hold_only_the_call_to_their_own_notebooks_exercises(path):
     calls = check_calls(path)
-    assert all(calls), "a cell that calls viz.check must hold exactly `viz.check(\"NN.name\", answer)`"
+    assert all(calls), "a cell that calls exercises.check must hold exactly `exercises.check(\"NN.name\", answer)`"
     assert all(call["nb"] == path.name[:2] for call in calls)
     registered = {key for key in exercises.EXERCISES if key.startswith(path.name[:2] + ".")}
     assert registered <= {call["key"] for call in calls}, "every registered exercise has its check cell"
@@ -128,7 +127,7 @@ def test_the_worked_solutions_in_the_notebook_are_accepted(path):
     calls = check_calls(path)
     solved = [call for call in calls if call["var"] in namespace]
     for call in solved:
-        assert viz.check(call["key"], namespace[call["var"]]).status == "correct", call["key"]
+        assert exercises.check(call["key"], namespace[call["var"]]).status == "correct", call["key"]
     implementations = {key for key in IMPLEMENTATIONS if key.startswith(path.name[:2])}
     assert implementations <= {call["key"] for call in solved}, "every implementation has a worked solution"
     assert solved or path.name[:2] in {"00"}, "implementation exercises come with solution code"
@@ -141,7 +140,7 @@ def test_registered_wrong_functions_fail_by_their_mistake_not_by_crashing():
     but different values, or NaN where the slip is the naive formula), not for an error."""
     import torch
 
-    from ssog_lab.viz.exercises import nb01, nb02, nb03
+    from ssog_lab.exercises import nb01, nb02, nb03
 
     cases = {"02.two_stage": [nb02._inputs()], "03.bound": [nb03._inputs()], "03.exact": [nb03._inputs()],
              "03.picard": [nb03._picard_inputs()]}
@@ -171,3 +170,44 @@ def test_the_nfe_figures_in_notebook_03s_solution_are_what_its_cell_measures():
     measured = {name: [ode_cost.dopri5_nfe_along_ray(mixers[name], x, s) for s in (1, 4, 16, 64)]
                 for name in ("SDPA (dense attention)", "fixed SSoG")}
     assert quoted == [measured["SDPA (dense attention)"], measured["fixed SSoG"]]
+
+
+# --- the verdicts and the plain judges (check_number, check_choices, check_edge_detector) -------------
+
+
+def test_edge_detector_check():
+    assert exercises.check_edge_detector(None, None, None).status == "unanswered"
+    good = exercises.check_edge_detector([0, 0], [1, 3], [1, -1])
+    assert good and good.status == "correct"
+    assert exercises.check_edge_detector([0, 0], [1, 3], [1, -0.5]).status == "wrong"  # Σα ≠ 0: flat ≠ 0
+    assert exercises.check_edge_detector([0, 0], [3, 1], [1, -1]).status == "wrong"  # surround narrower
+    assert exercises.check_edge_detector([0], [1], [1]).status == "wrong"  # one atom
+    assert exercises.check_edge_detector([0, 0], [0.3, 0.6], [1, -1]).status == "wrong"  # both within a token
+    assert exercises.check_edge_detector([0, 0], [1, 1.2], [1, -1]).status == "wrong"  # surround barely wider
+    assert exercises.check_edge_detector([0, 0], [1, 1.6], [1, -1])  # the classic ratio passes
+    assert exercises.check_edge_detector([0, 0], [3, 8], [1, -1]).status == "wrong"  # the response spreads far
+    assert exercises.check_edge_detector([0, 0], [1, 3], "x").status == "wrong"  # unreadable
+
+
+def test_check_number_tolerance_and_placeholder():
+    assert exercises.check_number(None, 8).status == "unanswered"
+    assert exercises.check_number(8, 8, rel=0.0)
+    assert exercises.check_number(8.1, 8, rel=0.02)
+    assert exercises.check_number(9, 8, rel=0.02).status == "wrong"
+    assert exercises.check_number("eight", 8).status == "wrong"
+    assert "8" not in exercises.check_number(9, 8, rel=0.02, what="the value").message  # never the expected value
+
+
+def test_verdicts_are_plain_text():
+    for status in ("correct", "wrong", "unanswered"):
+        text = str(exercises.Check(status, "m")) + exercises.Check(status, "m")._repr_html_()
+        assert text.isascii() or all(ord(ch) < 0x2000 for ch in text), text  # no emoji (no font in Chromium)
+
+
+def test_check_choices():
+    options = {"a": "x", "b": "y", "c": "z"}
+    assert exercises.check_choices(None, {"a"}, options).status == "unanswered"
+    assert exercises.check_choices({"a", "c"}, {"a", "c"}, options)
+    assert exercises.check_choices("a, c", {"a", "c"}, options)
+    assert exercises.check_choices({"a"}, {"a", "c"}, options).status == "wrong"
+    assert exercises.check_choices({"q"}, {"a"}, options).status == "wrong"

@@ -42,9 +42,9 @@ def test_core_imports_no_cli_or_plotting():
         assert not _imported(ast.parse(path.read_text())) & {"argparse", "plotly", "ipywidgets"}, path
 
 
-def test_results_and_experiments_draw_nothing():
-    """Results and experiments compute; only viz (and the benchmark's figure) draws."""
-    for path in _modules("results", "experiments"):
+def test_results_experiments_and_exercises_draw_nothing():
+    """Results, experiments and the exercise engine compute; only viz (and the benchmark's figure) draws."""
+    for path in _modules("results", "experiments", "exercises"):
         assert not _imported(ast.parse(path.read_text())) & {"plotly", "ipywidgets"}, path
 
 

@@ -10,18 +10,14 @@ notebook shows its figures without a kernel and in `jupyter nbconvert --to html`
 from ._base import LiveFigure
 from .atoms import (
     KERNEL_PRESETS,
-    check_edge_detector,
     edge_response,
     gaussian_1d_widget,
     photo_widget,
     query_kernel_widget,
 )
 from .common import (
-    Check,
     apply_to_image,
     atoms_from_lists,
-    check_choices,
-    check_number,
     fast_mode,
     image_row,
     photo_grid,
@@ -38,7 +34,6 @@ from .cost import (
 )
 from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
-from .exercises import EXERCISES, check
 from .kernel import (
     KERNEL_PARTS,
     gpu_timing_figure,
@@ -83,10 +78,9 @@ from .training import (
     results_widget,
 )
 
-__all__ = ["LiveFigure", "EXERCISES", "check", "FigureBox", "FigureView", "figure_bundle", "use_static_renderer"]
-__all__ += ["KERNEL_PRESETS", "check_edge_detector", "edge_response", "gaussian_1d_widget", "photo_widget",
-            "query_kernel_widget", "Check", "apply_to_image", "atoms_from_lists", "check_number", "fast_mode",
-            "image_row", "photo_grid", "check_choices"]
+__all__ = ["LiveFigure", "FigureBox", "FigureView", "figure_bundle", "use_static_renderer"]
+__all__ += ["KERNEL_PRESETS", "edge_response", "gaussian_1d_widget", "photo_widget", "query_kernel_widget",
+            "apply_to_image", "atoms_from_lists", "fast_mode", "image_row", "photo_grid"]
 __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
             "separability_check", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]

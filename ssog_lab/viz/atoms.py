@@ -11,7 +11,6 @@ from .. import ops
 from ..style import series_colour
 from ._base import LiveFigure
 from .common import (
-    Check,
     apply_to_image,
     as_array,
     atoms_from_lists,
@@ -19,7 +18,6 @@ from .common import (
     image_axes,
     image_row,
     photo_grid,
-    unanswered,
 )
 
 # Named atom sets (mu, sigma as (row, col) pairs in tokens; amp) for the 2-D kernel widget.
@@ -170,50 +168,3 @@ def edge_response(mu, sigma, amp, name: str = "camera", size: int = 128) -> go.F
     image = photo_grid(name, size)
     out = apply_to_image(image, *atoms_from_lists(mu, sigma, amp))
     return image_row({"input": image, "response of your atoms (red > 0, blue < 0)": out}, signed=True, height=400)
-
-
-# A difference of Gaussians models a centre–surround cell when the surround is clearly wider than the centre
-# (Marr & Hildreth's 1.6 is the classic ratio) and reaches past the neighbouring tokens.
-SURROUND_RATIO, MIN_SURROUND = 1.5, 1.5
-
-
-def check_edge_detector(mu, sigma, amp) -> Check:
-    """Self-check for the centre–surround exercise: two atoms, a positive centre and a negative surround at
-    least SURROUND_RATIO times wider and MIN_SURROUND tokens wide, whose response is ~0 on flat regions
-    and clearly non-zero at an edge, and small far from it. None = not answered yet."""
-    if mu is None or sigma is None or amp is None:
-        return unanswered("two atoms at μ = 0, a narrow one with α > 0 and a wide one with α < 0; "
-                          "what must Σα be for a flat image to give 0?")
-    try:
-        mu_t, sigma_t, amp_t = atoms_from_lists(mu, sigma, amp)
-    except (ValueError, TypeError, RuntimeError) as error:
-        return Check("wrong", f"could not read your atoms: {error}")
-    if len(amp_t) != 2:
-        return Check("wrong", f"use exactly two atoms, you gave {len(amp_t)}")
-    if bool((sigma_t <= 0).any()):
-        return Check("wrong", "every σ must be > 0")
-    positive, negative = int(amp_t.argmax()), int(amp_t.argmin())
-    if not (amp_t[positive] > 0 > amp_t[negative]):
-        return Check("wrong", f"one amplitude must be positive and one negative, got {amp_t.tolist()}")
-    centre, surround = sigma_t[positive], sigma_t[negative]  # (2,) each: (row, col) widths
-    if not bool((surround >= SURROUND_RATIO * centre).all()):
-        return Check("wrong", "the negative atom (surround) must be clearly wider than the positive one (centre) on "
-                     f"both axes: at least {SURROUND_RATIO:g}× its σ")
-    if not bool((surround >= MIN_SURROUND).all()):
-        return Check("wrong", f"a surround of σ < {MIN_SURROUND:g} tokens barely reaches past the neighbouring tokens: "
-                     "the two atoms then differ by a token or so, not a centre and its surround")
-    side = 32
-    flat = apply_to_image(torch.full((side, side), 0.7, dtype=torch.float64), mu_t, sigma_t, amp_t)
-    if flat.abs().max() > 1e-6:
-        return Check("wrong", f"on a flat image the response is {flat.abs().max():.3g}, not 0: each atom's weights "
-                     f"sum to 1, so a flat image gives Σα × grey level (your Σα = {amp_t.sum():.3g})")
-    step = torch.zeros(side, side, dtype=torch.float64)
-    step[:, side // 2:] = 1.0  # a vertical edge between columns 15 and 16
-    response = apply_to_image(step, mu_t, sigma_t, amp_t)[side // 2]  # (side,): the middle row
-    at_edge = response[side // 2 - 2: side // 2 + 2].abs().max()
-    far = torch.cat([response[2:6], response[-6:-2]]).abs().max()
-    if at_edge < 0.05 or far > 0.2 * at_edge:
-        return Check("wrong", f"on a step edge the response is {at_edge:.3g} at the edge and {far:.3g} far from it; "
-                     "make the surround wider than the centre, but not wider than a few tokens")
-    return Check("correct", f"flat regions give {flat.abs().max():.1e}, the edge gives {at_edge:.3f} "
-                 f"(far from it {far:.1e}): a difference-of-Gaussians edge detector")

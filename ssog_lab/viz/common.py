@@ -1,11 +1,8 @@
-"""Small pieces every notebook widget shares: fast mode, photographs as token grids, exercise checks."""
+"""Small pieces every notebook widget shares: fast mode, photographs as token grids, heatmaps."""
 
 from __future__ import annotations
 
-import html
 import os
-import re
-from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -71,45 +68,6 @@ def atoms_from_lists(mu, sigma, amp, dtype: torch.dtype = torch.float64) -> tupl
     return mu_t, sigma_t, amp_t
 
 
-@dataclass
-class Check:
-    """The verdict of an exercise self-check: `status` is "correct", "wrong" or "unanswered"."""
-
-    status: str
-    message: str
-
-    def __bool__(self) -> bool:
-        return self.status == "correct"
-
-    def __str__(self) -> str:
-        # Plain-text verdicts: no emoji (a browser without an emoji font shows them as empty boxes).
-        mark = {"correct": "Correct", "wrong": "Not yet", "unanswered": "Not answered yet"}[self.status]
-        return f"{mark}: {self.message}"
-
-    def _repr_html_(self) -> str:
-        colour = {"correct": "#1a7f37", "wrong": "#cf222e", "unanswered": "#6e7781"}[self.status]
-        text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(self)))  # `name` is code, as in Markdown
-        return f'<div style="color:{colour};font-weight:600">{text}</div>'
-
-
-def unanswered(hint: str) -> Check:
-    return Check("unanswered", f"replace the None with your answer and run this cell again. Hint: {hint}")
-
-
-def check_number(answer, expected: float, rel: float = 0.02, what: str = "the value", hint: str = "") -> Check:
-    """Compare a numeric answer with the expected value up to a relative tolerance; None = not answered.
-    A wrong answer gets the hint, never the expected value (`viz.check` is the newer mechanism)."""
-    if answer is None:
-        return unanswered(hint or f"compute {what}")
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return Check("wrong", f"expected a number for {what}, got {answer!r}")
-    if abs(value - expected) <= rel * max(abs(expected), 1e-12):
-        return Check("correct", f"{what} = {expected:.4g}")
-    return Check("wrong", f"{what} is not {value:.4g} yet. {hint}")
-
-
 def as_array(values) -> np.ndarray:
     """Tensor or nested list -> float32 numpy array (plotly sends numpy arrays to the browser in binary)."""
     if isinstance(values, Tensor):
@@ -148,19 +106,3 @@ def image_axes(figure: go.Figure, subplots: list[int] | None = None, ticks: bool
         figure.layout[name].update(autorange="reversed", showticklabels=ticks, constrain="domain",
                                    scaleanchor=figure.layout[name].anchor or "x")
         figure.layout["xaxis" + suffix].update(showticklabels=ticks, constrain="domain")
-
-
-def check_choices(answer, expected: set[str], options: dict[str, str]) -> Check:
-    """Multiple choice: `answer` is a set (or list/string) of option letters; None = not answered."""
-    if answer is None:
-        return unanswered("give the set of letters, e.g. {\"a\", \"c\"}")
-    chosen = {str(a).strip().lower() for a in (answer if not isinstance(answer, str) else answer.replace(",", " ")
-                                                .split())}
-    unknown = chosen - set(options)
-    if unknown:
-        return Check("wrong", f"unknown option(s) {sorted(unknown)}; choose among {sorted(options)}")
-    if chosen == expected:
-        return Check("correct", "; ".join(f"{k}) {options[k]}" for k in sorted(expected)))
-    missing, extra = sorted(expected - chosen), sorted(chosen - expected)
-    return Check("wrong", (f"{len(missing)} right option(s) missing" if missing else "")
-                 + ("; " if missing and extra else "") + (f"{len(extra)} wrong option(s) chosen" if extra else ""))

@@ -2,10 +2,10 @@
 
 import torch
 
-from ... import lipschitz, ops
-from ...layers import SSoGMixer
-from ...lipschitz import picard_bound
-from ...ops import reference
+from .. import lipschitz, ops
+from ..layers import SSoGMixer
+from ..lipschitz import picard_bound
+from ..ops import reference
 from ._registry import close, exercise, same_function, same_set
 
 NORM_GRID = (12, 12)  # the notebook's full-mode grid; the exercise uses it in both modes

@@ -1,6 +1,6 @@
 """Exercises of notebook 00 (registered with `@exercise`; see the package docstring)."""
 
-from ... import models
+from .. import models
 from ._registry import close, exercise
 
 

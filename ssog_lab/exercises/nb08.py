@@ -2,7 +2,7 @@
 
 import torch
 
-from ... import ops
+from .. import ops
 from ._registry import close, exercise
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..common import Check, unanswered
+from .verdict import Check, unanswered
 
 Judge = Callable[[object, object], bool]
 

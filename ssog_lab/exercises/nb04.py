@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ... import models, ode
+from .. import models, ode
 from ._registry import close, exercise, same_function
 
 _NANO = dict(in_chans=1, num_classes=10)  # the notebook's models: MNIST digits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ... import repository
+from .. import repository
 from ._registry import close, exercise, same_function
 
 CHECKPOINT = repository.CHECKPOINTS_DIR / "nano_ssog_steered_mnist5k.pt"
@@ -12,7 +12,7 @@ CHECKPOINT = repository.CHECKPOINTS_DIR / "nano_ssog_steered_mnist5k.pt"
 
 @functools.lru_cache(maxsize=1)
 def _shipped():
-    from ... import train
+    from .. import train
 
     model, _ = train.load_model(CHECKPOINT)
     return model
@@ -23,7 +23,7 @@ def _shipped():
                "viz.learned_atoms); training changed them from their initial 1/M each.",
           explain="a fixed kernel row sums to Σ_m α_m for every query, because each atom's weights sum to 1.")
 def row_sum() -> float:
-    from ..learned import learned_atoms
+    from ..viz.learned import learned_atoms
 
     return float(learned_atoms(_shipped(), 0)[2][0].sum())
 
@@ -33,7 +33,7 @@ def _steering(names: tuple[str, ...]) -> float:
     count depends on the architecture only)."""
     import torch
 
-    from ... import models
+    from .. import models
 
     with torch.device("meta"):
         model = models.build_model("nano", mixer="ssog-steered", ssog_heads=8, in_chans=1, num_classes=10)
@@ -56,7 +56,7 @@ def steering_share() -> float:
           explain="with AdamW a parameter moves by about the learning rate per step, so a few hundred steps at "
                   "2e-3 move an offset by a fraction of a token.")
 def moved() -> float:
-    from ..learned import atom_change, initial_twin
+    from ..viz.learned import atom_change, initial_twin
 
     model = _shipped()
     return max(r["mu_moved_max"] for r in atom_change(model, initial_twin(model)))
@@ -96,8 +96,8 @@ def _query_owns_every_atom(v, mu, sigma, amp, grid):
 
 
 def _steered_operators() -> tuple:
-    from ... import ops
-    from ...ops import reference
+    from .. import ops
+    from ..ops import reference
 
     return (ops.ssog, ops.dense_kernel, reference.ssog_reference, reference._steered_separable,
             reference._steered_axis_weights, reference.dense_kernel_reference)
@@ -111,6 +111,6 @@ def _steered_operators() -> tuple:
           explain="the column Gaussian of stage 1 belongs to the intermediate token, the row Gaussian and α of stage "
                   "2 to the output token: that ordering is what keeps the cost at O(M·N·(H+W)·d).")
 def steered():
-    from ... import ops
+    from .. import ops
 
     return lambda v, mu, sigma, amp, grid: ops.ssog(v, mu, sigma, amp, grid)

@@ -2,9 +2,9 @@
 
 import torch
 
-from ... import ops
-from ...ops import reference
-from ..cost import flop_counts
+from .. import ops
+from ..ops import reference
+from ..viz.cost import flop_counts
 from ._registry import close, exercise, same_function
 
 _SDPA, _SEPARABLE = "SDPA (dense attention)", "SSoG separable"

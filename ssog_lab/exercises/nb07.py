@@ -39,7 +39,7 @@ def ode_ratio() -> float:
           explain="the baseline that stores the N×N scores (sdpa-math) has the most to lose against SSoG, which never "
                   "builds them; the fused kernel holds no N×N matrix either, so against it there is far less to save.")
 def memory_baseline() -> set[str]:
-    from ...results.ledger import claims_ledger
+    from ..results.ledger import claims_ledger
 
     letters = {"sdpa-math": "a", "sdpa (PyTorch": "b"}
     met = set()
@@ -63,8 +63,8 @@ def _small_grid_explain(ratio: float) -> str:
                "smallest resolution (224²).",
           explain=_small_grid_explain)
 def small_grid() -> float:
-    from ... import bench
-    from ...repository import RESULTS_DIR
+    from .. import bench
+    from ..repository import RESULTS_DIR
 
     rows = bench.load_csv(RESULTS_DIR / "scaling_cpu" / "bench.csv")
     return next(r["speed_vs_fastest_sdpa"] for r in bench.ratio_table(rows)
