@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from .. import __version__, ops
+from ..bench.measure import machine
 from ..style import series_colour
 from ._base import LiveFigure
 from .atoms import KERNEL_PRESETS
@@ -22,20 +23,14 @@ from .common import as_array, atoms_from_lists, fast_mode, heatmap, image_axes, 
 _PACKAGES = ("torch", "triton", "torchdiffeq", "numpy", "plotly", "ipywidgets", "skimage", "mlxtend", "jupyterlab")
 
 
-def _cpu_model() -> str:
-    """The processor's name (its vendor decides, e.g., how slow subnormal floats are: notebook 02)."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
 def environment_report() -> dict[str, str]:
-    """What this machine offers the suite: versions, CPU/GPU, and where the Triton kernel can run."""
+    """What this machine offers the suite: versions, CPU/GPU, and where the Triton kernel can run. The CPU and
+    torch's threads are read as a measurement's provenance is (`bench.measure.machine`): the processor decides,
+    e.g., how slow subnormal floats are (notebook 02)."""
+    host = machine()
     report = {"ssog_lab": __version__, "python": platform.python_version(),
-              "platform": f"{platform.system()} {platform.machine()}",
-              "CPU": _cpu_model(), "CPU cores": str(os.cpu_count()), "torch threads": str(torch.get_num_threads())}
+              "platform": f"{platform.system()} {platform.machine()}", "CPU": host["cpu_model"],
+              "CPU cores": str(os.cpu_count()), "torch threads": str(host["threads"])}
     for name in _PACKAGES:
         try:
             report[name] = getattr(importlib.import_module(name), "__version__", "installed")
