@@ -194,6 +194,29 @@ def test_gpu_check_cases_inputs_and_predictions_without_a_gpu():
     assert gpu.prediction_markdown(rows) in readme.read_text()  # the published table is the library's
 
 
+
+def test_gpu_timings_refuse_without_cuda_and_speed_ratio_reads_them():
+    from ssog_lab.bench import gpu
+
+    rows = [{"side": 8, "backend": "triton", "forward_ms": 2.0}, {"side": 8, "backend": "torch", "forward_ms": 5.0},
+            {"side": 16, "backend": "triton", "forward_ms": float("nan")},
+            {"side": 16, "backend": "torch", "forward_ms": 5.0}]
+    assert gpu.speed_ratio(rows) == {8: 2.5}
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: test_gpu_timings_measure_both_backends covers the timings")
+    with pytest.raises(ValueError, match="CUDA"):
+        gpu.gpu_timings()
+
+
+@pytest.mark.gpu
+def test_gpu_timings_measure_both_backends():
+    from ssog_lab.bench import gpu
+
+    rows = gpu.gpu_timings(sides=(8,), batch=1, heads=1, d=16, atoms=2, repeats=3)
+    assert {r["backend"] for r in rows} == {"triton", "torch"}
+    assert all(r["forward_ms"] > 0 and r["forward_backward_ms"] > 0 for r in rows)
+    assert rows[0]["device"] == torch.cuda.get_device_name()
+
 @pytest.mark.parametrize("field, value", [("batch", 0), ("repeats", 0), ("ode_steps", 0), ("resolution", -1),
                                           ("depth", "deep"), ("mixer", "none"), ("min_seconds", float("nan"))])
 def test_config_rejects_bad_values_naming_the_field(field, value):

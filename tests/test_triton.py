@@ -129,6 +129,18 @@ def test_stage_lse_is_the_log_normalizer():
     torch.testing.assert_close(lse[0, :, 1].double(), expected, rtol=1e-5, atol=1e-6)
 
 
+
+@needs_triton
+def test_notebook_checks_agree_with_the_reference():
+    """ops.triton_check (notebook 08): stage 1's normalizers and the operator's forward and gradients."""
+    from ssog_lab.ops import triton_check
+
+    assert all(error < 1e-5 for error in triton_check.lse_step(grid=(2, 4), atoms=2).values())
+    for steered in (False, True):
+        result = triton_check.interpreter_check(grid=(2, 3), heads=1, atoms=2, d=2, steered=steered)
+        assert result.pop("seconds (triton forward + backward)") > 0
+        assert all(error < 1e-4 for error in result.values()), result
+
 # --- the edges of the domain: the reference's rules (tiny σ floored, far centres, ties), forward and backward ------
 
 JUST_BELOW_HALF = float(torch.nextafter(torch.tensor(0.5), torch.tensor(0.0)))  # 0.5 − 2^-25: floor(c + 0.5) = 1
@@ -301,6 +313,15 @@ def test_roofline_of_the_two_stage_kernels_adds_up(backward):
 def test_flash_estimate_counts_four_n_squared_d():
     assert rf.flash_estimate(1, 1, 10, 4) == pytest.approx(4 * 100 * 4 / rf.FLASH_FWD_FLOPS)
 
+
+
+def test_roofline_rows_are_the_fixed_forward_per_grid_and_dtype():
+    rows = rf.roofline_rows(sides=(16, 32), batch=2, heads=3, head_dim=8, atoms=4)
+    assert [(r["side"], r["dtype"]) for r in rows] == [(16, "float32"), (16, "bfloat16"), (32, "float32"),
+                                                       (32, "bfloat16")]
+    est = rf.roofline(2, 3, (32, 32), 8, 4, steered=False, dtype_bytes=2)
+    assert rows[3]["time_s"] == est.time_s and rows[3]["bound"] == est.bound and rows[3]["bytes"] == est.bytes
+    assert rows[0]["peaks"] == rf.H200.name
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("steered", [False, True])

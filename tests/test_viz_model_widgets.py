@@ -360,7 +360,9 @@ def test_scaling_widget_draws_measurements_ratios_and_claims():
 
 
 def test_claims_markdown_lists_the_largest_compared_resolution():
-    text = viz.claims_markdown({"synthetic": bench_rows()})
+    from ssog_lab.results import benchmarks
+
+    text = benchmarks.claims_markdown({"synthetic": bench_rows()})
     lines = text.splitlines()
     assert len(lines) == 4  # header, rule, discrete and ode rows of ssog (looped was not measured)
     assert "| synthetic | ode | 1024² | ssog | 6.40× | 0.40× | ODE: up to +154% throughput" in text

@@ -19,8 +19,11 @@ as it is measured, each case guarded so that a failure is a row with an `error` 
 4. compile.md — how many Triton compilations the run made (bound: COMPILE_BOUND) and the registers and spills
    of every compiled kernel.
 
+Notebook 08 times the operator on its own grids with `gpu_timings` (Triton against the torch reference, forward and
+forward + backward) and reads them as `speed_ratio`.
+
 Inputs are `ops.random_atoms`'s parameters beside standard-normal values. Every function here but
-`prediction_rows` and `operator_cases` needs a CUDA GPU and triton.
+`prediction_rows`, `prediction_markdown`, `operator_cases` and `speed_ratio` needs a CUDA GPU and triton.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import math
 import platform
 import sys
 import time
@@ -372,6 +376,43 @@ def run_gpu_check(out: str | Path, budget_s: float = 270.0) -> int:
     print(f"done in {wall:.0f} s, {total} compilations; correctness {'ok' if run.all_ok else 'FAILED'}; "
           f"results in {out}")
     return 0 if run.all_ok else 1
+
+
+def gpu_timings(sides: tuple[int, ...] = (16, 32, 64), batch: int = 8, heads: int = 6, d: int = 64, atoms: int = 4,
+                dtype: torch.dtype = torch.float32, repeats: int = 20) -> list[dict]:
+    """Milliseconds per call on the GPU (CUDA events, median of `repeats` after warm-up) of SSoG's Triton kernel
+    and the torch reference on side×side token grids, forward and forward + backward, fixed parameters: one row
+    per side and backend, with the shapes and the GPU's name (`device`). Needs CUDA (ValueError without)."""
+    if not torch.cuda.is_available():
+        raise ValueError("gpu_timings needs a CUDA GPU; this machine has none")
+    rows = []
+    for side in sides:
+        grid, n = (side, side), side * side
+        v = torch.randn(batch, heads, n, d, device="cuda", dtype=dtype, requires_grad=True)  # (B, heads, N, d)
+        mu, sigma, amp = (t.cuda().requires_grad_() for t in ops.random_atoms(
+            heads, atoms, grid, generator=torch.Generator().manual_seed(0)))
+        for backend in ("triton", "torch"):
+            run = lambda b=backend: ops.ssog(v, mu, sigma, amp, grid, backend=b)
+            step = lambda r=run: r().float().square().mean().backward()
+            rows.append({"side": side, "tokens": n, "backend": backend, "forward_ms": _forward_ms(run, repeats),
+                         "forward_backward_ms": cuda_time_ms(step, min_repeats=repeats, min_seconds=0),
+                         "batch": batch, "heads": heads, "d": d, "atoms": atoms, "dtype": str(dtype),
+                         "device": torch.cuda.get_device_name()})
+    return rows
+
+
+def _forward_ms(run: Callable[[], Tensor], repeats: int) -> float:
+    """Milliseconds of run() without autograd (`cuda_time_ms`, at least `repeats` calls)."""
+    with torch.no_grad():
+        return cuda_time_ms(run, min_repeats=repeats, min_seconds=0)
+
+
+def speed_ratio(rows: list[dict], key: str = "forward_ms") -> dict[int, float]:
+    """torch ms / Triton ms per grid side from `gpu_timings` rows (> 1: the kernel is faster); sides where the
+    Triton time is not finite are left out."""
+    by = {(r["side"], r["backend"]): r[key] for r in rows}
+    return {side: by[side, "torch"] / by[side, "triton"] for side in dict.fromkeys(r["side"] for r in rows)
+            if math.isfinite(by[side, "triton"])}
 
 
 def prediction_rows(batch: int = 64, grid: tuple[int, int] = (64, 64),

@@ -1,6 +1,7 @@
 """Roofline model of the Triton SSoG kernels (`ssog_lab.ops.triton_kernel`), with an instruction-issue term.
 
     roofline(batch, heads, grid, head_dim, atoms, steered=True, dtype_bytes=2) -> Roofline (seconds per resource)
+    roofline_rows(sides, batch, heads, head_dim, atoms) -> the fixed forward per grid and dtype (notebook 08)
 
 Five ceilings, each the time one resource alone would need for one call: DRAM bytes, tensor-core FLOPs
 (float32 dots as three TF32 products), FP32 vector FLOPs, exponentials on the special-function units, and
@@ -139,3 +140,19 @@ def flash_estimate(batch: int, heads: int, tokens: int, head_dim: int, *, backwa
     """Predicted seconds of SDPA flash attention: 4·B·heads·N²·d FLOPs forward, 2.5× that backward."""
     flops = 4 * batch * heads * tokens**2 * head_dim
     return flops * 2.5 / FLASH_BWD_FLOPS if backward else flops / FLASH_FWD_FLOPS
+
+
+def roofline_rows(sides: tuple[int, ...] = (16, 32, 64), batch: int = 8, heads: int = 6, head_dim: int = 64,
+                  atoms: int = 4, peaks: Peaks = H200) -> list[dict]:
+    """The fixed forward's estimate (`roofline`, not a measurement) on side×side token grids, float32 and bfloat16:
+    one row per side and dtype with side, dtype, bytes (DRAM), flops (dots), intensity (FLOP/byte), bound,
+    time_s, and the shapes and the ceilings' name (`peaks`)."""
+    rows = []
+    for side in sides:
+        for dtype_bytes, dtype in ((4, "float32"), (2, "bfloat16")):
+            r = roofline(batch, heads, (side, side), head_dim, atoms, steered=False, dtype_bytes=dtype_bytes,
+                         peaks=peaks)
+            rows.append(dict(side=side, dtype=dtype, bytes=r.bytes, flops=r.flops, intensity=r.intensity,
+                             bound=r.bound, time_s=r.time_s, batch=batch, heads=heads, head_dim=head_dim,
+                             atoms=atoms, peaks=peaks.name))
+    return rows

@@ -34,19 +34,7 @@ from .cost import (
 )
 from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
-from .kernel import (
-    KERNEL_PARTS,
-    gpu_timing_figure,
-    gpu_timings,
-    interpreter_check,
-    interpreter_widget,
-    kernel_source,
-    lse_step,
-    random_atoms,
-    roofline_table,
-    show_source,
-    speed_ratio,
-)
+from .kernel import KERNEL_PARTS, gpu_timing_figure, interpreter_widget, kernel_source, roofline_figure, show_source
 from .learned import (
     atom_change,
     atom_change_figure,
@@ -70,7 +58,7 @@ from .lipschitz import (
     two_atom_head,
 )
 from .render import FigureBox, FigureView, figure_bundle, use_static_renderer
-from .scaling import claim_summary, claims_markdown, scaling_widget
+from .scaling import claim_summary, scaling_widget
 from .training import (
     TrainingMonitor,
     digits_figure,
@@ -84,8 +72,8 @@ __all__ += ["KERNEL_PRESETS", "edge_response", "gaussian_1d_widget", "photo_widg
 __all__ += ["axis_matrices", "cost_widget", "flop_counts", "kronecker_kernel", "kronecker_widget", "loglog_slope",
             "separability_check", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
-__all__ += ["KERNEL_PARTS", "gpu_timing_figure", "gpu_timings", "interpreter_check", "interpreter_widget",
-            "kernel_source", "lse_step", "random_atoms", "roofline_table", "show_source", "speed_ratio"]
+__all__ += ["KERNEL_PARTS", "gpu_timing_figure", "interpreter_widget", "kernel_source", "roofline_figure",
+            "show_source"]
 __all__ += ["nfe_widget", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
@@ -93,6 +81,6 @@ __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "results_wi
 __all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin"]
 __all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
             "steering_widget"]
-__all__ += ["claim_summary", "claims_markdown", "scaling_widget"]
+__all__ += ["claim_summary", "scaling_widget"]
 
 use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

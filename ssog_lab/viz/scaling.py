@@ -1,8 +1,9 @@
 """Widgets for notebook 07: benchmark rows (`ssog_lab.bench`) as scaling charts, with the paper's claims beside them.
 
 Rows are those of `bench.run` / `bench.load_csv`: depth (the depth form), mixer,
-mode, resolution, images_per_s, peak_mb, status, …  Ratios come from `bench.ratio_table`: throughput against
-the fastest SDPA mixer at the same depth, mode and resolution, and peak memory against sdpa-math (and sdpa).
+mode, resolution, images_per_s, peak_mb, status, …  Ratios come from `results.benchmarks.with_ratios`: throughput
+against the fastest SDPA mixer at the same depth, mode and resolution, and peak memory against sdpa-math (and sdpa).
+The claims table in markdown is `results.benchmarks.claims_markdown`; here only the widget and its readout.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from .. import bench
-from ..bench.report import markdown_table
 from ..models import DEPTHS, MIXERS
-from ..results.benchmarks import PAPER_CLAIMS
+from ..results.benchmarks import PAPER_CLAIMS, largest_compared, with_ratios
 from ..style import mixer_colour
 from ._base import LiveFigure
 
@@ -26,12 +25,6 @@ VIEWS = {
 }
 
 
-def _with_ratios(rows: list[dict]) -> list[dict]:
-    """Successful rows, each with its ratios from `bench.ratio_table` added."""
-    ratios = bench.ratio_table(rows)
-    return [{**row, **ratio} for row, ratio in zip(rows, ratios, strict=True) if row.get("status") == "ok"]
-
-
 def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PAPER_CLAIMS) -> LiveFigure:
     """Benchmark results against the token count N, one line per mixer, log-scaled axis (tokens, not pixels, so
     models with different patch sizes and the paper's 1024²/16 claims sit on one comparable axis).
@@ -42,7 +35,7 @@ def scaling_widget(sources: dict[str, list[dict]], claims: tuple[dict, ...] = PA
     that depth form are drawn as stars (at 4,096 tokens) with a dotted line at 1 (parity with attention).
     """
     raw = {name: rows for name, rows in sources.items() if rows}
-    sources = {name: rows for name, rows in ((n, _with_ratios(r)) for n, r in raw.items()) if rows}
+    sources = {name: rows for name, rows in ((n, with_ratios(r)) for n, r in raw.items()) if rows}
     if not sources:
         raise ValueError("sources must hold at least one set of benchmark rows with status 'ok'")
     first = next(iter(sources.values()))
@@ -97,9 +90,10 @@ def _tokens(row: dict) -> int:
 
 def claim_summary(rows: list[dict], depth: str, mode: str = "infer",
                   claims: tuple[dict, ...] = PAPER_CLAIMS) -> str:
-    """One line: at the largest measured resolution, each SSoG mixer's throughput and memory ratio
-    against attention, beside the paper's claim for the depth form (which is made at 1024²)."""
-    rows = _compared([r for r in _with_ratios(rows) if r["depth"] == depth and r["mode"] == mode])
+    """The widget's readout (HTML, one line): at the largest measured resolution (`largest_compared`), each SSoG
+    mixer's throughput and memory ratio against attention, beside the paper's claim for the depth form (made at
+    1024²)."""
+    rows = largest_compared([r for r in with_ratios(rows) if r["depth"] == depth and r["mode"] == mode])
     claim = next((c for c in claims if c["depth"] == depth), None)
     said = f" — paper at {claim['resolution']}²: {claim['text']}" if claim else ""
     if not rows:
@@ -112,33 +106,3 @@ def claim_summary(rows: list[dict], depth: str, mode: str = "infer",
         parts.append(f"{row['mixer']} {row['speed_vs_fastest_sdpa']:.2f}× the throughput of {row['fastest_sdpa']}"
                      + (", peak memory " + " and ".join(memory) if memory else ""))
     return f"<b>measured at {top}²</b>: " + "; ".join(parts) + said
-
-
-def _times(key: str):
-    """A table cell: the ratio `key` as "1.23×", or "–" where there is none."""
-    return lambda r: "–" if r[key] is None else f"{r[key]:.2f}×"
-
-
-def _compared(rows: list[dict]) -> list[dict]:
-    """The SSoG rows (with ratios) at the largest resolution where an SSoG mixer has an SDPA reference."""
-    compared = [r for r in rows if r["mixer"].startswith("ssog") and r["speed_vs_fastest_sdpa"] is not None]
-    if not compared:
-        return []
-    top = max(int(r["resolution"]) for r in compared)
-    return [r for r in compared if int(r["resolution"]) == top]
-
-
-def claims_markdown(sources: dict[str, list[dict]], mode: str = "infer", claims: tuple[dict, ...] = PAPER_CLAIMS
-                    ) -> str:
-    """Markdown: per source and depth form, the measured SSoG/attention ratios at the largest resolution
-    measured, beside the paper's claim."""
-    lines = []
-    for name, rows in sources.items():
-        measured = [r for r in _with_ratios(rows) if r["mode"] == mode] if rows else []
-        for claim in claims:
-            lines += [dict(r, source=name, paper=claim["text"])
-                      for r in _compared([r for r in measured if r["depth"] == claim["depth"]])]
-    return markdown_table(lines, {"results": "source", "depth": "depth", "resolution": lambda r: f"{r['resolution']}²",
-                                  "mixer": "mixer", "throughput vs fastest SDPA": _times("speed_vs_fastest_sdpa"),
-                                  "memory vs sdpa-math": _times("memory_vs_sdpa_math"),
-                                  "paper (1024²)": "paper"}, align="llrlrrl")
