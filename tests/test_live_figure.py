@@ -129,3 +129,13 @@ def test_large_steps_are_thinned_to_the_budget_keeping_the_ends_and_the_current_
     step_bytes = len(json.dumps(slider["steps"][0]))
     assert STEPS_BUDGET_BYTES < 9 * step_bytes  # the full 9 steps would exceed the budget
     assert len(json.dumps(slider["steps"])) <= STEPS_BUDGET_BYTES + step_bytes  # the current value may add one
+
+
+def test_exported_maths_skips_code_spans_even_when_they_wrap_a_line():
+    """TeX outside code becomes MathML; a code span keeps its dollars, also when it wraps onto the next line (as in
+    Markdown), and an unpaired backtick does not reach past a blank line."""
+    from ssog_lab.viz.export import markdown_with_mathml
+
+    wrapped = markdown_with_mathml("see `git show\nabc:file.py` where $x^2$ and `$not maths$`")
+    assert "<math" in wrapped and "$x^2$" not in wrapped and "`$not maths$`" in wrapped
+    assert "<math" in markdown_with_mathml("a lone ` backtick\n\nthen $y$")

@@ -70,8 +70,9 @@ class StaticFigures(Preprocessor):
         return nb, resources
 
 
-# Code (fenced blocks, inline spans) keeps its dollars; outside it, $$display$$ and $inline$ maths (not \$).
-_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
+# Code (fenced blocks, inline spans) keeps its dollars; outside it, $$display$$ and $inline$ maths (not \$). An inline
+# span may wrap onto the next line, as in Markdown, but not across a blank line (a paragraph's end).
+_CODE = re.compile(r"(```.*?```|`(?:[^`\n]|\n(?![ \t]*\n))*`)", re.S)
 _MATHS = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)([^$\n]+?)(?<!\s)\$", re.S)
 _TEXT = re.compile(r">([^<]+)<")  # the text between two MathML tags
 _MARKDOWN_PUNCTUATION = {c: f"&#{ord(c)};" for c in "*_`[]\\"}
