@@ -52,10 +52,10 @@ def stored_ratios(files: list[tuple[str, list[dict]]], mixer: str, depth: str, k
     at `tokens` tokens, inference, status ok."""
     found = []
     for source, stored in files:
-        for row, ratio in zip(stored, bench.ratio_table(stored), strict=True):
-            if row.get("status") == "ok" and ratio["mixer"] == mixer and ratio["depth"] == depth and \
-                    ratio["mode"] == "infer" and int(row.get("tokens") or 0) == tokens and ratio[key] is not None:
-                found.append((source, row, ratio[key]))
+        for row in with_ratios(stored):
+            if row["mixer"] == mixer and row["depth"] == depth and row["mode"] == "infer" and \
+                    int(row.get("tokens") or 0) == tokens and row[key] is not None:
+                found.append((source, row, row[key]))
                 break
     return found
 
