@@ -234,7 +234,7 @@ def test_with_ledger_replaces_only_the_marked_blocks(tmp_path):
 
 def test_the_readme_table_names_the_host_of_each_speed_verdict():
     speed = [r for r in claims_ledger() if "throughput" in r["claim"] and r["verdict"] != "not measured"]
-    assert speed and all(r["value"].endswith(")") and "(" in r["value"] for r in speed)  # "4.12× and 3.56× (host)"
+    assert speed and all(r["value"].endswith(")") and "(" in r["value"] for r in speed)  # "3.60× and 3.80× (host)"
 
 
 def test_mean_std_is_the_sample_std():
