@@ -40,7 +40,7 @@ DENSE_BUILD_COLUMNS = 96
 DENSE_FLOP_RATIO = 3
 DENSE_MAX_TOKENS_PREPARED = 64
 # Steered parameters make the dense kernel per image (B·heads·N² entries to build), so it pays off only on
-# smaller grids: forward + backward, dense against separable, crosses between 5×5 and 6×6 tokens
+# smaller grids: forward + backward, dense against separable, are level around 5×5 and 6×6 tokens
 # (docs/results/operator_cpu/steered_dense_b64_heads8_dim8: B = 64, 8 heads × 8, M = 4, one thread).
 DENSE_MAX_TOKENS_STEERED = 25
 
