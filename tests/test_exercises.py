@@ -102,17 +102,17 @@ def notebook_namespace(number: str) -> dict:
 
     import torch
 
-    from ssog_lab import bench, lipschitz, models, ops, train
+    from ssog_lab import bench, learned, lipschitz, models, ops, train
     from ssog_lab.results.benchmarks import host_label, stored_sources
     from ssog_lab.results.ledger import claims_ledger
 
     namespace = {"math": math, "statistics": statistics, "torch": torch, "ops": ops, "viz": viz, "ode_cost": ode_cost,
-                 "lipschitz": lipschitz, "bench": bench, "models": models, "train": train,
+                 "lipschitz": lipschitz, "learned": learned, "bench": bench, "models": models, "train": train,
                  "RESULTS": ROOT / "docs" / "results", "claims_ledger": claims_ledger, "host_label": host_label,
                  "stored_sources": stored_sources}
     if number == "06":  # the shipped checkpoint, as notebook 06 loads it
         model, _ = train.load_model(ROOT / "data" / "checkpoints" / "nano_ssog_steered_mnist5k.pt")
-        namespace.update(model=model, mixers=viz.ssog_mixers(model))
+        namespace.update(model=model, mixers=learned.ssog_mixers(model))
     return namespace
 
 

@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_learned import steered_model
 from test_ode_cost import linear_problem
 
-from ssog_lab import models, ode_cost, ops, viz
+from ssog_lab import learned, models, ode_cost, ops, viz
 
 
 def trace_data(figure) -> list[np.ndarray]:
@@ -213,44 +214,10 @@ def test_digits_figure_draws_each_image_with_its_label():
 # --- 06: learned atoms ---------------------------------------------------------------------------------
 
 
-def steered_model(depth: str = "discrete"):
-    """A small steered-SSoG model whose steering head is switched on (random, non-zero weights)."""
-    torch.manual_seed(0)
-    model = models.build_model("nano", depth=depth, mixer="ssog-steered", image_size=16, dim=16, layers=2, heads=2,
-                               ssog_heads=2, in_chans=1, num_classes=3).double().eval()
-    for mixer in viz.ssog_mixers(model):
-        torch.nn.init.normal_(mixer.steer.weight, std=0.3)
-    return model, torch.randn(3, 1, 16, 16, dtype=torch.float64)
-
-
-def test_layer_atoms_are_what_the_mixer_uses():
-    model, images = steered_model()
-    mu, sigma, amp = viz.layer_atoms(model, images, 1)
-    assert mu.shape == (3, 2, 16, 4, 2) and sigma.shape == mu.shape and amp.shape == (3, 2, 16, 4)
-    with torch.no_grad():
-        states = model.states(images)  # (L + 1, B, N, C)
-        block = model.blocks[1]
-        v = block.mixer.value(block.norm(states[1])).reshape(3, 16, 2, 8).transpose(1, 2)  # (B, heads, N, d)
-        expected = block.mixer(block.norm(states[1]), (4, 4))
-        y = ops.ssog(v, mu, sigma, amp, (4, 4))  # (B, heads, N, d)
-        rebuilt = block.mixer.proj(y.transpose(1, 2).reshape(3, 16, 16))
-    torch.testing.assert_close(rebuilt, expected)
-    base_mu, base_sigma, base_amp = viz.learned_atoms(model, 1)
-    assert base_mu.shape == (2, 4, 2) and not torch.allclose(mu[0, :, 0], base_mu)  # steering moved the atoms
-    fixed = models.build_model("nano", depth="looped", mixer="ssog", image_size=16, dim=16, layers=2, heads=2,
-                               ssog_heads=2, in_chans=1, num_classes=3).double()
-    mu_f, _, amp_f = viz.layer_atoms(fixed, images, 1)
-    assert mu_f.shape == (3, 2, 16, 4, 2) and torch.equal(mu_f[2, 1, 7], fixed.blocks[0].mixer.mu[1].detach())
-    with pytest.raises(ValueError, match="SSoG"):
-        viz.layer_atoms(models.build_model("nano", image_size=16, dim=16, layers=1, heads=2), images, 0)
-    with pytest.raises(ValueError, match="layer"):
-        viz.layer_atoms(model, images, 2)
-
-
 def test_atoms_widget_draws_each_atom_around_the_query():
     model, _ = steered_model()
     lf = viz.atoms_widget(model, query=(2, 1))
-    mu, sigma, amp = viz.learned_atoms(model, 0)
+    mu, sigma, amp = learned.learned_atoms(model, 0)
     ellipse = lf.figure.data[0]
     np.testing.assert_allclose([np.mean(ellipse.y[:-1]), np.mean(ellipse.x[:-1])],
                                [2 + mu[0, 0, 0], 1 + mu[0, 0, 1]], atol=1e-5)
@@ -258,7 +225,7 @@ def test_atoms_widget_draws_each_atom_around_the_query():
     before = trace_data(lf.figure)
     lf.update(layer=1, head=1)
     assert changed(before, trace_data(lf.figure))
-    mu1, _, _ = viz.learned_atoms(model, 1)
+    mu1, _, _ = learned.learned_atoms(model, 1)
     np.testing.assert_allclose(lf.figure.data[-1].x, mu1[1, :, 1].numpy(), atol=1e-6)
     assert "layer 1, head 1" in lf.readout.value and f"{mu1[1, 0, 0]:+.2f}" in lf.readout.value
 
@@ -266,14 +233,14 @@ def test_atoms_widget_draws_each_atom_around_the_query():
 def test_steering_widget_shows_per_token_shifts():
     model, images = steered_model()
     lf = viz.steering_widget(model, images)
-    mu, sigma, _ = viz.layer_atoms(model, images[:1], 0)
+    mu, sigma, _ = learned.layer_atoms(model, images[:1], 0)
     ends_col = np.asarray(lf.figure.data[2].x)
     np.testing.assert_allclose(ends_col, (torch.arange(16) % 4 + mu[0, 0, :, 0, 1]).numpy(), atol=1e-5)
     before = trace_data(lf.figure)
     lf.update(image=2, layer=1, head=1, atom=3)
     assert changed(before, trace_data(lf.figure))
-    mu, sigma, _ = viz.layer_atoms(model, images[2:3], 1)
-    base_sigma = viz.learned_atoms(model, 1)[1][1, 3]
+    mu, sigma, _ = learned.layer_atoms(model, images[2:3], 1)
+    base_sigma = learned.learned_atoms(model, 1)[1][1, 3]
     np.testing.assert_allclose(np.asarray(lf.figure.data[3].z),
                                torch.log2(sigma[0, 1, :, 3] / base_sigma).mean(-1).reshape(4, 4).numpy(), atol=1e-5)
     assert "image 2, layer 1, head 1, atom 3" in lf.readout.value
@@ -285,27 +252,21 @@ def test_receptive_field_widget_is_a_row_of_the_dense_kernel():
     before = trace_data(lf.figure)
     lf.update(image=1, layer=1, head=1, row=2, col=3)
     assert changed(before, trace_data(lf.figure))
-    mu, sigma, amp = viz.layer_atoms(model, images[1:2], 1)
+    mu, sigma, amp = learned.layer_atoms(model, images[1:2], 1)
     kernel = ops.dense_kernel(mu[:, 1:2], sigma[:, 1:2], amp[:, 1:2], (4, 4))[0, 0]  # (N, N)
     np.testing.assert_allclose(np.asarray(lf.figure.data[1].z), kernel[2 * 4 + 3].reshape(4, 4).numpy(), atol=1e-6)
-    base = viz.learned_atoms(model, 1)
+    base = learned.learned_atoms(model, 1)
     fixed = ops.dense_kernel(base[0][1:2], base[1][1:2], base[2][1:2], (4, 4))[0]
     np.testing.assert_allclose(np.asarray(lf.figure.data[2].z), fixed[11].reshape(4, 4).numpy(), atol=1e-6)
     assert "query (2, 3)" in lf.readout.value and f"{float(fixed[11].sum()):.3f} unsteered" in lf.readout.value
     assert lf.figure.layout.xaxis2.showticklabels and lf.figure.layout.xaxis2.dtick == 1  # token ticks
 
 
-def test_initial_twin_and_atom_change_compare_against_the_untrained_model():
+def test_atom_change_figure_shows_the_one_moved_offset_off_the_diagonal():
     model, _ = steered_model()
-    twin = viz.initial_twin(model, seed=0)  # steered_model seeds 0 before it builds: the same initial atoms
-    assert all(r["mu_moved_max"] == 0.0 for r in viz.atom_change(model, twin))
+    twin = learned.initial_twin(model, seed=0)
     with torch.no_grad():
-        viz.ssog_mixers(model)[1].mu[0, 2, 1] += 0.75
-        viz.ssog_mixers(model)[1].amp[1, 0] = -0.1  # the narrowest atom starts at +1 (centre-surround: +1, -1, ...)
-    rows = viz.atom_change(model, twin)
-    assert rows[1]["mu_moved_max"] == pytest.approx(0.75) and rows[0]["mu_moved_max"] == 0.0
-    assert rows[0]["negative"] == 4 and rows[1]["negative"] == 5 and rows[1]["total"] == 8
-    assert rows[1]["amp_init"] == (-1.0, 1.0) and rows[1]["amp_learned"] == (-1.0, 1.0)
+        learned.ssog_mixers(model)[1].mu[0, 2, 1] += 0.75
     figure = viz.atom_change_figure(model, twin)
     offsets = np.concatenate([t.y for t in figure.data if t.xaxis == "x" and t.mode == "markers"])
     starts = np.concatenate([t.x for t in figure.data if t.xaxis == "x" and t.mode == "markers"])

@@ -20,10 +20,10 @@ def _shipped():
 
 @exercise("06.row_sum", judge=close(1e-3), wrong=1.0,
           hint="sum the amplitudes α of head 0 in layer 0 of the shipped model (the third output of "
-               "viz.learned_atoms); training changed them from their initial 1/M each.",
+               "learned.learned_atoms); training changed them from their initial 1/M each.",
           explain="a fixed kernel row sums to Σ_m α_m for every query, because each atom's weights sum to 1.")
 def row_sum() -> float:
-    from ..viz.learned import learned_atoms
+    from ..learned import learned_atoms
 
     return float(learned_atoms(_shipped(), 0)[2][0].sum())
 
@@ -51,12 +51,12 @@ def steering_share() -> float:
 
 
 @exercise("06.moved", judge=close(0.05), wrong=2.0,
-          hint="compare the learned offsets with those of the untrained twin (viz.initial_twin) and take the "
+          hint="compare the learned offsets with those of the untrained twin (learned.initial_twin) and take the "
                "largest absolute difference; 2 tokens is the range they were drawn from, not how far they moved.",
           explain="with AdamW a parameter moves by about the learning rate per step, so a few hundred steps at "
                   "2e-3 move an offset by a fraction of a token.")
 def moved() -> float:
-    from ..viz.learned import atom_change, initial_twin
+    from ..learned import atom_change, initial_twin
 
     model = _shipped()
     return max(r["mu_moved_max"] for r in atom_change(model, initial_twin(model)))

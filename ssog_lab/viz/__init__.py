@@ -35,18 +35,7 @@ from .cost import (
 from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
 from .kernel import KERNEL_PARTS, gpu_timing_figure, interpreter_widget, kernel_source, roofline_figure, show_source
-from .learned import (
-    atom_change,
-    atom_change_figure,
-    atom_change_markdown,
-    atoms_widget,
-    initial_twin,
-    layer_atoms,
-    learned_atoms,
-    receptive_field_widget,
-    ssog_mixers,
-    steering_widget,
-)
+from .learned import atom_change_figure, atom_change_markdown, atoms_widget, receptive_field_widget, steering_widget
 from .lipschitz import (
     nfe_widget,
     picard_problems,
@@ -78,9 +67,7 @@ __all__ += ["nfe_widget", "picard_problems",
             "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "results_widget"]
-__all__ += ["atom_change", "atom_change_figure", "atom_change_markdown", "initial_twin"]
-__all__ += ["atoms_widget", "layer_atoms", "learned_atoms", "receptive_field_widget", "ssog_mixers",
-            "steering_widget"]
+__all__ += ["atom_change_figure", "atom_change_markdown", "atoms_widget", "receptive_field_widget", "steering_widget"]
 __all__ += ["claim_summary", "scaling_widget"]
 
 use_static_renderer()  # plain figures, too, carry a static view when shown in a kernel

@@ -1,5 +1,6 @@
 """Widgets for notebook 06: what a trained SSoG model's atoms look like, how steering moves them, and
-a query token's receptive field (its row of the N×N kernel) on a real digit.
+a query token's receptive field (its row of the N×N kernel) on a real digit. What they show is computed in
+`ssog_lab.learned` (the mixers, a layer's atoms, the untrained twin, how far the atoms moved).
 
 All positions are in token units on the model's token grid (image side / patch size); a pixel image is
 drawn on the same axes, each token covering patch × patch pixels.
@@ -16,54 +17,12 @@ from torch import Tensor
 
 from .. import ops
 from ..bench.report import markdown_table
-from ..layers import SSoGMixer
+from ..learned import layer_atoms, learned_atoms, ssog_mixers, token_grid
 from ..style import MIXER_COLOURS, series_colour
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
 STEERED = MIXER_COLOURS["ssog-steered"]  # steering shifts are drawn in the steered mixer's colour
-
-
-def ssog_mixers(model) -> list[SSoGMixer]:
-    """The SSoG mixer of every block (one for looped/ODE depth); ValueError for a model without SSoG."""
-    mixers = [block.mixer for block in model.blocks]
-    if not all(isinstance(m, SSoGMixer) for m in mixers):
-        raise ValueError(f"model must use an SSoG mixer ('ssog' or 'ssog-steered'), got {model.config.mixer!r}")
-    return mixers
-
-
-def token_grid(model, images: Tensor) -> tuple[int, int]:
-    p = model.config.patch_size
-    return images.shape[-2] // p, images.shape[-1] // p
-
-
-@torch.no_grad()
-def layer_atoms(model, images: Tensor, layer: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-token atom parameters of `layer` for images (B, C, H, W):
-    mu, sigma (B, heads, N, M, 2), amp (B, heads, N, M).
-
-    The mixer sees LN(x_layer), the state entering the layer (for ODE depth: x(t = layer)); a fixed
-    mixer's parameters are the same for every token and are broadcast to the per-token shapes.
-    """
-    mixers = ssog_mixers(model)
-    if not 0 <= layer < model.config.layers:
-        raise ValueError(f"layer must be in [0, {model.config.layers - 1}], got {layer}")
-    states = model.states(images)  # (L + 1, B, N, C)
-    block = model.blocks[layer if model.config.depth == "discrete" else 0]
-    mu, sigma, amp = mixers[0 if len(mixers) == 1 else layer].atom_parameters(block.norm(states[layer]))
-    if mu.dim() == 3:  # fixed: (heads, M, 2) -> (B, heads, N, M, 2)
-        b, n = images.shape[0], states.shape[2]
-        mu, sigma = (t[None, :, None].expand(b, -1, n, -1, -1) for t in (mu, sigma))
-        amp = amp[None, :, None].expand(b, -1, n, -1)  # (B, heads, N, M)
-    return mu.detach(), sigma.detach(), amp.detach()
-
-
-def learned_atoms(model, layer: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The unsteered (learned, token-independent) atoms of `layer` in float64:
-    mu, sigma (heads, M, 2), amp (heads, M)."""
-    mixers = ssog_mixers(model)
-    mu, sigma, amp = mixers[0 if len(mixers) == 1 else layer].atom_parameters()
-    return mu.detach().double(), sigma.detach().double(), amp.detach().double()
 
 
 def _ellipse(centre_row: float, centre_col: float, sigma_row: float, sigma_col: float, points: int = 48):
@@ -91,39 +50,8 @@ def token_axes(figure: go.Figure, subplots: tuple[int, ...]) -> None:
         figure.layout["yaxis" + suffix].update(showticklabels=True, dtick=1, title_text="row r′ (tokens)")
 
 
-def initial_twin(model, seed: int = 0):
-    """The same architecture (`model.config`) built under `torch.manual_seed(seed)` and left untrained: the
-    initialization a training run with that seed started from (the train CLI seeds before it builds). The caller's
-    random state is left as it was, so re-running a cell that calls this gives the same results."""
-    from ..models import ViT
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return ViT(model.config).eval()
-
-
-def atom_change(model, initial) -> list[dict]:
-    """Per layer: how far the learned atoms moved from `initial`'s (the untrained twin), and their ranges.
-
-    Rows {layer, mu_moved_max (tokens), mu_init_max, mu_learned_max (max |μ| over both axes), sigma_init,
-    sigma_learned ((min, max) in tokens), amp_init, amp_learned ((min, max)), negative (count of α < 0)}.
-    """
-    rows = []
-    for layer in range(len(ssog_mixers(model))):
-        mu, sigma, amp = learned_atoms(model, layer)
-        mu0, sigma0, amp0 = learned_atoms(initial, layer)
-        rows.append(dict(layer=layer, mu_moved_max=float((mu - mu0).abs().max()), mu_init_max=float(mu0.abs().max()),
-                         mu_learned_max=float(mu.abs().max()),
-                         sigma_init=(float(sigma0.min()), float(sigma0.max())),
-                         sigma_learned=(float(sigma.min()), float(sigma.max())),
-                         amp_init=(float(amp0.min()), float(amp0.max())),
-                         amp_learned=(float(amp.min()), float(amp.max())),
-                         negative=int((amp < 0).sum()), total=amp.numel()))
-    return rows
-
-
 def atom_change_markdown(rows: list[dict]) -> str:
-    """The rows of `atom_change` as a markdown table (offsets and widths in tokens)."""
+    """The rows of `learned.atom_change` as a markdown table (offsets and widths in tokens)."""
     def span(pair: tuple[float, float], digits: int = 2) -> str:
         return f"{pair[0]:.{digits}f} – {pair[1]:.{digits}f}"
 
