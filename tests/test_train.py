@@ -19,7 +19,8 @@ from ssog_lab.models import build_model
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "data" / "checkpoints"
 # The shipped checkpoints, as `make checkpoints` trains them (steered heads pinned there: the nano default may
-# change), with the test set each is scored on and the accuracy it must keep.
+# change), with the test set each is scored on and the accuracy it must keep: a floor just under what the recipe
+# gave (data/checkpoints/*.json), which a broken or mismatched checkpoint falls far below.
 SHIPPED_MODELS = {
     "digits": (CHECKPOINTS / "nano_ssog_steered_mnist5k.pt",
                dict(in_chans=1, num_classes=10, ssog_heads=8, ssog_init_spread=2.0,
@@ -28,7 +29,7 @@ SHIPPED_MODELS = {
     "clothing": (CHECKPOINTS / "nano_ssog_steered_fashion.pt",
                  dict(in_chans=1, num_classes=10, ssog_heads=2, image_size=28, patch_size=4, ssog_init_spread=2.0,
                       ssog_init_amplitudes="blur"),
-                 lambda: data.fashion_mnist("test"), 0.90),
+                 lambda: data.fashion_mnist("test"), 0.89),
 }
 
 
