@@ -40,6 +40,11 @@ def test_the_script_runs_each_mode_in_a_fresh_kernel_and_reports_where(tmp_path,
     assert f"scripts/notebook_times.py {path} --out {out}" in text
 
 
+def test_by_default_it_times_the_course_and_writes_the_committed_file():
+    assert notebook_times.NOTEBOOKS == ROOT / "notebooks"
+    assert notebook_times.RESULTS_DIR / "notebook_times.md" == TIMES
+
+
 def test_every_notebook_quotes_its_measured_running_time():
     stored = stored_times()
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))

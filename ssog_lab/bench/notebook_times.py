@@ -22,10 +22,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from ..repository import RESULTS_DIR, ROOT
 from .measure import git_commit, machine
 from .report import markdown_table
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 MODES = {"full": "0", "fast": "1"}  # mode → SSOG_LAB_FAST
 CELL_TIMEOUT_S = 1800
@@ -65,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in notebooks/")
     parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES))
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "notebook_times.md")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "notebook_times.md")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not paths:
+        parser.error(f"notebooks: none given and none found in {NOTEBOOKS}")
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         parser.error(f"notebooks: no such file: {', '.join(missing)}")
