@@ -24,7 +24,7 @@ def ssog_mixers(model: ViT) -> list[SSoGMixer]:
 
 
 def token_grid(model: ViT, images: Tensor) -> tuple[int, int]:
-    """The token grid (H, W) of images (B, C, H·p, W·p) for the model's patch side p: rows and columns of tokens."""
+    """The token grid (H, W) of images (B, C, H·S, W·S) for the model's patch side S: rows and columns of tokens."""
     p = model.config.patch_size
     return images.shape[-2] // p, images.shape[-1] // p
 
@@ -54,6 +54,8 @@ def learned_atoms(model: ViT, layer: int) -> tuple[Tensor, Tensor, Tensor]:
     """The unsteered (learned, token-independent) atoms of `layer` in float64:
     mu, sigma (heads, M, 2) in tokens, amp (heads, M)."""
     mixers = ssog_mixers(model)
+    if not 0 <= layer < model.config.layers:
+        raise ValueError(f"layer must be in [0, {model.config.layers - 1}], got {layer}")
     mu, sigma, amp = mixers[0 if len(mixers) == 1 else layer].atom_parameters()
     return mu.detach().double(), sigma.detach().double(), amp.detach().double()
 

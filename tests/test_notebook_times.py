@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from ssog_lab.bench import notebook_times
 
@@ -40,9 +41,13 @@ def test_the_script_runs_each_mode_in_a_fresh_kernel_and_reports_where(tmp_path,
     assert f"scripts/notebook_times.py {path} --out {out}" in text
 
 
-def test_by_default_it_times_the_course_and_writes_the_committed_file():
+def test_by_default_it_times_the_course_and_writes_the_committed_file(tmp_path, monkeypatch):
     assert notebook_times.NOTEBOOKS == ROOT / "notebooks"
-    assert notebook_times.RESULTS_DIR / "notebook_times.md" == TIMES
+    assert notebook_times.OUT == TIMES
+    monkeypatch.setattr(notebook_times, "NOTEBOOKS", tmp_path)  # no notebook there: an error, not an empty table
+    with pytest.raises(SystemExit):
+        notebook_times.main(["--out", str(tmp_path / "times.md")])
+    assert not (tmp_path / "times.md").exists()
 
 
 def test_every_notebook_quotes_its_measured_running_time():

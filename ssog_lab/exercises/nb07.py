@@ -20,7 +20,7 @@ def _mixing_ratio(resolution: int, patch: int = 16, atoms: int = 4) -> float:
 @exercise("07.gap_growth", judge=close(0.01), wrong=4.0,
           hint="write both mixers' multiply-adds per layer as powers of N (the cost formulas), take their ratio, "
                "and ask how it depends on the side of the token grid.",
-          explain="the ratio is √N / M = (R / p) / M: linear in the resolution R.")
+          explain="the ratio is √N / M = (R / S) / M, S the patch side: linear in the resolution R.")
 def gap_growth() -> float:
     return _mixing_ratio(1024) / _mixing_ratio(512)
 

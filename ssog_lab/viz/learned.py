@@ -32,7 +32,7 @@ def _ellipse(centre_row: float, centre_col: float, sigma_row: float, sigma_col: 
 
 
 def _image_trace(image: Tensor, patch: int, **kwargs) -> go.Heatmap:
-    """A pixel image (H·p, W·p) drawn in token coordinates: pixel i sits at (i + 0.5) / p − 0.5."""
+    """A pixel image (H·S, W·S), S the patch side, drawn in token coordinates: pixel i sits at (i + 0.5) / S − 0.5."""
     return heatmap(image, showscale=False, x0=0.5 / patch - 0.5, dx=1 / patch, y0=0.5 / patch - 0.5,
                    dy=1 / patch, **kwargs)
 
