@@ -23,6 +23,15 @@ def ssog_mixers(model: ViT) -> list[SSoGMixer]:
     return mixers
 
 
+def _layer_mixer(model: ViT, layer: int) -> SSoGMixer:
+    """The SSoG mixer that `layer` applies (the shared one for looped/ODE depth); ValueError for a layer outside
+    [0, layers)."""
+    mixers = ssog_mixers(model)
+    if not 0 <= layer < model.config.layers:
+        raise ValueError(f"layer must be in [0, {model.config.layers - 1}], got {layer}")
+    return mixers[0 if len(mixers) == 1 else layer]
+
+
 def token_grid(model: ViT, images: Tensor) -> tuple[int, int]:
     """The token grid (H, W) of images (B, C, H·S, W·S) for the model's patch side S: rows and columns of tokens."""
     p = model.config.patch_size
@@ -37,12 +46,10 @@ def layer_atoms(model: ViT, images: Tensor, layer: int) -> tuple[Tensor, Tensor,
     The mixer sees LN(x_layer), the state entering the layer (for ODE depth: x(t = layer)); a fixed
     mixer's parameters are the same for every token and are broadcast to the per-token shapes.
     """
-    mixers = ssog_mixers(model)
-    if not 0 <= layer < model.config.layers:
-        raise ValueError(f"layer must be in [0, {model.config.layers - 1}], got {layer}")
+    mixer = _layer_mixer(model, layer)
     states = model.states(images)  # (L + 1, B, N, C)
     block = model.blocks[layer if model.config.depth == "discrete" else 0]
-    mu, sigma, amp = mixers[0 if len(mixers) == 1 else layer].atom_parameters(block.norm(states[layer]))
+    mu, sigma, amp = mixer.atom_parameters(block.norm(states[layer]))
     if mu.dim() == 3:  # fixed: (heads, M, 2) -> (B, heads, N, M, 2)
         b, n = images.shape[0], states.shape[2]
         mu, sigma = (t[None, :, None].expand(b, -1, n, -1, -1) for t in (mu, sigma))
@@ -53,10 +60,7 @@ def layer_atoms(model: ViT, images: Tensor, layer: int) -> tuple[Tensor, Tensor,
 def learned_atoms(model: ViT, layer: int) -> tuple[Tensor, Tensor, Tensor]:
     """The unsteered (learned, token-independent) atoms of `layer` in float64:
     mu, sigma (heads, M, 2) in tokens, amp (heads, M)."""
-    mixers = ssog_mixers(model)
-    if not 0 <= layer < model.config.layers:
-        raise ValueError(f"layer must be in [0, {model.config.layers - 1}], got {layer}")
-    mu, sigma, amp = mixers[0 if len(mixers) == 1 else layer].atom_parameters()
+    mu, sigma, amp = _layer_mixer(model, layer).atom_parameters()
     return mu.detach().double(), sigma.detach().double(), amp.detach().double()
 
 
