@@ -177,7 +177,7 @@ def test_no_subnormal_weights_intermediates_or_gradients(dtype, steered, dense, 
         y = ssog_reference(*inputs, grid, dense=dense)
     y.backward(torch.randn(y.shape, generator=gen, dtype=torch.float64).to(dtype))
     with torch.no_grad():  # the in-place evaluation used without autograd
-        weights = (ref._steered_axis_weights if steered else ref._fixed_axis_matrices)(
+        weights = (ref._steered_axis_weights if steered else ref.axis_matrices)(
             *(t.to(ref._compute_dtype(dtype)) for t in inputs[1:3]), grid)
     tensors = [y, *weights, *saved, *(t.grad for t in inputs)]
     assert len(saved) >= 5
@@ -277,6 +277,44 @@ def test_dense_kernel_is_kronecker_sum():
                                    ops.axis_weights(cols, mu[h, m, 1], sigma[h, m, 1], 4))
             for m in range(3))
         torch.testing.assert_close(k[h], expected)
+
+
+def test_axis_matrices_hold_g_of_every_query_position():
+    """ops.axis_matrices: G[..., i, j] = g(i → j; μ, σ) from the formula, for any leading shape (heads, M or M)."""
+    grid = (3, 5)
+    mu, sigma, _ = random_params(2, 3, grid)  # (heads, M, 2)
+    g_row, g_col = ops.axis_matrices(mu, sigma, grid)
+    assert g_row.shape == (2, 3, 3, 3) and g_col.shape == (2, 3, 5, 5) and g_row.dtype == torch.float64
+    for axis, (matrices, length) in enumerate(((g_row, 3), (g_col, 5))):
+        for h in range(2):
+            for m in range(3):
+                expected = [g_line(i, float(mu[h, m, axis]), float(sigma[h, m, axis]), length) for i in range(length)]
+                torch.testing.assert_close(matrices[h, m], torch.tensor(expected, dtype=torch.float64))
+    one_head = ops.axis_matrices(mu[1], sigma[1], grid)  # one head's (M, 2): (M, H, H), (M, W, W)
+    torch.testing.assert_close(one_head[0], g_row[1])
+    torch.testing.assert_close(one_head[1], g_col[1])
+
+
+def test_kronecker_kernel_is_the_sum_of_kronecker_products_and_the_dense_kernel():
+    """ops.kronecker_kernel = Σ_m α_m G_row,m ⊗ G_col,m entry by entry from the formula, and = ops.dense_kernel
+    (float64)."""
+    grid = (3, 4)
+    mu, sigma, amp = random_params(1, 3, grid)  # (1, M, 2), (1, M)
+    kron = ops.kronecker_kernel(mu[0], sigma[0], amp[0], grid)
+    assert kron.shape == (12, 12) and kron.dtype == torch.float64
+    expected = torch.zeros(12, 12, dtype=torch.float64)
+    for r, c, r2, c2 in ((r, c, r2, c2) for r in range(3) for c in range(4) for r2 in range(3) for c2 in range(4)):
+        expected[r * 4 + c, r2 * 4 + c2] = sum(
+            float(amp[0, m]) * g(r, r2, float(mu[0, m, 0]), float(sigma[0, m, 0]), 3)
+            * g(c, c2, float(mu[0, m, 1]), float(sigma[0, m, 1]), 4) for m in range(3))
+    torch.testing.assert_close(kron, expected)
+    torch.testing.assert_close(kron, ops.dense_kernel(mu, sigma, amp, grid)[0], rtol=1e-13, atol=1e-15)
+
+
+def test_separability_check_agrees_to_rounding():
+    errors = ops.separability_check(grid=(3, 5), atoms=2)
+    assert len(errors) == 2 and all(0 <= error < 1e-12 for error in errors.values())
+    assert set(ops.separability_check(grid=(4, 2), atoms=3, d=2, seed=1).values()) != set(errors.values())
 
 
 @pytest.mark.parametrize("steered", [False, True])

@@ -204,11 +204,6 @@ def test_kronecker_widget_factors_reproduce_the_dense_kernel():
     assert "e-" in lf.readout.value or "0.0e+00" in lf.readout.value
 
 
-def test_separability_check_agrees_to_rounding():
-    errors = viz.separability_check(grid=(3, 5), atoms=2)
-    assert all(error < 1e-12 for error in errors.values())
-
-
 def test_flop_counts_follow_the_formulas():
     counts = viz.flop_counts(14, d=64, atoms=4)
     n = 196

@@ -16,10 +16,18 @@ import torch
 from torch import Tensor
 
 from .atoms import random_atoms
-from .reference import DENSE_MAX_TOKENS, TAIL_LOG2_CUTOFF, axis_weights, dense_kernel_reference, ssog_reference
+from .kronecker import kronecker_kernel, separability_check
+from .reference import (
+    DENSE_MAX_TOKENS,
+    TAIL_LOG2_CUTOFF,
+    axis_matrices,
+    axis_weights,
+    dense_kernel_reference,
+    ssog_reference,
+)
 
-__all__ = ["ssog", "dense_kernel", "axis_weights", "triton_available", "random_atoms", "DENSE_MAX_TOKENS",
-           "TAIL_LOG2_CUTOFF"]
+__all__ = ["ssog", "dense_kernel", "axis_weights", "axis_matrices", "kronecker_kernel", "separability_check",
+           "triton_available", "random_atoms", "DENSE_MAX_TOKENS", "TAIL_LOG2_CUTOFF"]
 
 _BACKENDS = ("auto", "torch", "triton")
 

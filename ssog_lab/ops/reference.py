@@ -192,11 +192,12 @@ def _positions(length: int, like: Tensor) -> Tensor:
     return torch.arange(length, device=like.device, dtype=like.dtype)
 
 
-def _fixed_axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Tensor, Tensor]:
-    """Per-head, per-atom Gaussian matrices for fixed parameters.
+def axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """The 1-D Gaussian matrices of fixed atoms: `axis_weights` at every query position of each axis.
 
-    mu, sigma: (heads, M, 2). Returns G_row (heads, M, H, H) and G_col (heads, M, W, W),
-    with G[..., i, j] = g(i → j).
+    mu, sigma: (..., 2), e.g. (heads, M, 2) or one head's (M, 2), [..., 0] the row axis and [..., 1] the column
+    axis. Returns G_row (..., H, H) and G_col (..., W, W), with G[..., i, j] = g(i → j), in the compute dtype on
+    mu's device; one head's kernel is Σ_m α_m G_row,m ⊗ G_col,m (`ops.kronecker_kernel`).
     """
     height, width = grid
     # Query positions (L,) against parameters (heads, M, 1): the weights come out as (heads, M, L, L)
@@ -246,7 +247,7 @@ def dense_kernel_reference(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[i
     work = _compute_dtype(mu.dtype)
     mu, sigma, amp = mu.to(work), sigma.to(work), amp.to(work)
     if mu.dim() == 3:
-        g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)
+        g_row, g_col = axis_matrices(mu, sigma, grid)
         kernel = torch.einsum("hm,hmry,hmcx->hrcyx", amp, g_row, g_col)  # (heads, H, W, H, W)
         kernel = kernel.reshape(mu.shape[0], n, n)  # (heads, N, N), a copy (einsum leaves it permuted)
         with torch.no_grad():  # in place, and no extra pass in the backward (see _flush)
@@ -327,7 +328,7 @@ def prepare_fixed(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int],
     if dense:
         return FixedOperator(grid, dense_kernel_reference(mu, sigma, amp, grid), None, None)
     heads, atoms = amp.shape
-    g_row, g_col = _fixed_axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
+    g_row, g_col = axis_matrices(mu, sigma, grid)  # (heads, M, H, H), (heads, M, W, W)
     row = (amp[..., None, None] * g_row).reshape(heads, atoms * height, height)  # α folded into the row stage
     return FixedOperator(grid, None, row, g_col.transpose(-1, -2))
 

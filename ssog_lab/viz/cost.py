@@ -1,5 +1,6 @@
 """Widgets for notebook 02: the Kronecker (separable) structure of the SSoG kernel, FLOP and memory
-formulas against dense attention, and live timings on this machine."""
+formulas against dense attention, and live timings on this machine. What they show is computed by its owner:
+the Kronecker factors and sum in `ops` (`axis_matrices`, `kronecker_kernel`), the timings in `bench.operator`."""
 
 from __future__ import annotations
 
@@ -10,11 +11,9 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
-from torch import Tensor
 
 from .. import ops
 from ..bench.operator import operator_timings
-from ..ops.reference import ssog_reference
 from ..style import OPERATOR_COLOURS
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
@@ -30,37 +29,6 @@ _BAR_LABELS = {"SDPA (dense attention)": "SDPA", "SSoG separable": "SSoG<br>sepa
 def _slider(kind, value, low, high, step, description, width="300px"):
     return kind(value=value, min=low, max=high, step=step, description=description, continuous_update=False,
                 layout=widgets.Layout(width=width), style={"description_width": "80px"})
-
-
-def axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Tensor, Tensor]:
-    """The 1-D Gaussian matrices of every atom: G_row (..., H, H) and G_col (..., W, W), G[i, j] = g(i → j).
-
-    mu, sigma (..., 2) with [..., 0] the row axis and [..., 1] the column axis (`ops.axis_weights`)."""
-    matrices = []
-    for axis, length in enumerate(grid):
-        positions = torch.arange(length, dtype=mu.dtype)[:, None]  # (L, 1): query positions i
-        g = ops.axis_weights(positions, mu[..., None, None, axis], sigma[..., None, None, axis], length)
-        matrices.append(g[..., 0, :])  # (..., L, L)
-    return matrices[0], matrices[1]
-
-
-def kronecker_kernel(mu: Tensor, sigma: Tensor, amp: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Σ_m α_m G_row,m ⊗ G_col,m for one head (mu, sigma (M, 2); amp (M,)): (N, N)."""
-    g_row, g_col = axis_matrices(mu, sigma, grid)  # (M, H, H), (M, W, W)
-    return sum(a * torch.kron(r, c) for a, r, c in zip(amp, g_row, g_col, strict=True))
-
-
-def separability_check(grid: tuple[int, int] = (6, 7), atoms: int = 3, d: int = 5, seed: int = 0) -> dict[str, float]:
-    """Random atoms (float64): largest |difference| between `ops.dense_kernel` and the sum of Kronecker
-    products, and between the separable and the dense-kernel evaluation of SSoG on random values."""
-    generator = torch.Generator().manual_seed(seed)
-    mu, sigma, amp = ops.random_atoms(1, atoms, grid, generator=generator, dtype=torch.float64)  # (1, M, 2), (1, M)
-    v = torch.randn(2, 1, grid[0] * grid[1], d, generator=generator, dtype=torch.float64)  # (B, heads, N, d)
-    dense = ops.dense_kernel(mu, sigma, amp, grid)[0]  # (N, N)
-    kron = kronecker_kernel(mu[0], sigma[0], amp[0], grid)
-    separable = ssog_reference(v, mu, sigma, amp, grid, dense=False)
-    return {"max |K_dense − Σ α G_row ⊗ G_col|": float((dense - kron).abs().max()),
-            "max |separable Y − K V|": float((separable - dense @ v).abs().max())}
 
 
 def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
@@ -93,8 +61,8 @@ def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
         mu = torch.tensor([[mu_row, mu_col]], dtype=torch.float64)  # (M=1, 2)
         sigma = torch.tensor([[sigma_row, sigma_col]], dtype=torch.float64)
         amp = torch.ones(1, dtype=torch.float64)
-        g_row, g_col = axis_matrices(mu, sigma, grid)
-        kron = kronecker_kernel(mu, sigma, amp, grid)
+        g_row, g_col = ops.axis_matrices(mu, sigma, grid)  # (1, H, H), (1, W, W)
+        kron = ops.kronecker_kernel(mu, sigma, amp, grid)  # (N, N)
         dense = ops.dense_kernel(mu[None], sigma[None], amp[None], grid)[0]
         for trace, z in zip(fig.data, (g_row[0], g_col[0], kron, dense), strict=True):
             trace.z = as_array(z)
