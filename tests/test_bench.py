@@ -375,3 +375,15 @@ def test_operator_timings_time_each_operator_and_skip_the_dense_kernel_above_its
     assert list(big) == ["SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel"]
     assert math.isnan(big["SSoG via the N×N kernel"]) and big["SSoG separable"] > 0
     assert bench.time_ms(lambda: None, repeats=2, budget_s=0.0) >= 0
+
+
+def test_flop_counts_follow_the_formulas():
+    """By hand on a 3×3 grid (N = 9, H = W = 3), d = 2, M = 2: SDPA 4N²d, separable 2MN(H+W)d holding M(H² + W²)
+    weights and the M·N·d intermediate, the N×N-kernel path 3MN² + 2N²d holding N²; the labels are operator_timings'."""
+    counts = bench.flop_counts(3, d=2, atoms=2)
+    assert tuple(counts) == bench.OPERATORS == tuple(bench.operator_timings(2, d=2, heads=1, atoms=1))
+    assert counts["SDPA (dense attention)"] == {"flops": 4 * 81 * 2, "memory": 81}
+    assert counts["SSoG separable"] == {"flops": 2 * 2 * 9 * 6 * 2, "memory": 2 * (9 + 9) + 2 * 9 * 2}
+    assert counts["SSoG via the N×N kernel"] == {"flops": 3 * 2 * 81 + 2 * 81 * 2, "memory": 81}
+    at_14 = bench.flop_counts(14, d=64, atoms=4)  # notebook 02's exercise: the ratio 2N / (M(H + W)) = 3.5
+    assert at_14["SDPA (dense attention)"]["flops"] / at_14["SSoG separable"]["flops"] == pytest.approx(3.5)

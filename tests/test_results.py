@@ -245,6 +245,16 @@ def test_mean_std_is_the_sample_std():
         pytest.approx(math.sqrt(0.01 + 0.01))
 
 
+def test_loglog_slope_is_the_exponent_of_a_power_law():
+    assert stats.loglog_slope([1, 10, 100], [3, 300, 30000]) == pytest.approx(2.0)  # y = 3x²
+    assert stats.loglog_slope([4, 16, 64, 256], [5 * n ** 1.5 for n in (4, 16, 64, 256)]) == pytest.approx(1.5)
+    assert stats.loglog_slope((2, 8), (7.0, 7.0)) == pytest.approx(0.0)
+    noisy = [n ** 2 * f for n, f in zip((1, 2, 4, 8), (1.1, 0.9, 1.1, 0.9), strict=True)]  # least squares: near 2
+    assert 1.8 < stats.loglog_slope((1, 2, 4, 8), noisy) < 2.0
+    with pytest.raises(ValueError):
+        stats.loglog_slope([1, 0], [1, 2])  # log of a non-positive value
+
+
 def test_the_results_package_uses_no_regular_expression():
     """Results are read from records and CSV files, never by matching text: no module of ssog_lab.results imports re."""
     for path in sorted(Path(ledger.__file__).parent.glob("*.py")):

@@ -204,15 +204,6 @@ def test_kronecker_widget_factors_reproduce_the_dense_kernel():
     assert "e-" in lf.readout.value or "0.0e+00" in lf.readout.value
 
 
-def test_flop_counts_follow_the_formulas():
-    counts = viz.flop_counts(14, d=64, atoms=4)
-    n = 196
-    assert counts["SDPA (dense attention)"]["flops"] == 4 * n * n * 64
-    assert counts["SSoG separable"]["flops"] == 2 * 4 * n * 28 * 64
-    assert counts["SDPA (dense attention)"]["memory"] == n * n
-    assert viz.loglog_slope([1, 10, 100], [3, 300, 30000]) == pytest.approx(2.0)
-
-
 def test_cost_widget_updates_with_atoms():
     lf = viz.cost_widget(sides=(4, 8, 16))
     before, text = trace_data(lf), lf.readout.value

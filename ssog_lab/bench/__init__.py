@@ -8,8 +8,8 @@ operator alone, with the suite's timers, tables and CSV files.
 
 Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the only timers),
 measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
-operator alone), gpu (the GPU check: Triton kernels, SDPA flash and ViT-Tiny on CUDA; imported on its own),
-report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
+operator alone, timed and by formula), gpu (the GPU check: Triton kernels, SDPA flash and ViT-Tiny on CUDA;
+imported on its own), report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
 """
 
 from ..models import DEPTHS, MIXERS
@@ -24,13 +24,13 @@ from .config import (
 )
 from .figure import figure, save_figure
 from .measure import machine, run_one
-from .operator import operator_rows, operator_timings
+from .operator import OPERATORS, flop_counts, operator_rows, operator_timings
 from .report import markdown_table, operator_markdown, ratio_markdown, ratio_table, results_markdown
 from .runner import KILLED, load_csv, run, run_in_subprocess, write_csv
 from .timing import Timing, cpu_time, cuda_time, cuda_time_ms, time_ms
 
-__all__ = ["COLUMNS", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "RESOLUTIONS",
+__all__ = ["COLUMNS", "DEPTHS", "KILLED", "MEMORY_BASELINES", "MIXERS", "OPERATORS", "RESOLUTIONS",
            "SDPA_MIXERS", "BenchConfig", "Timing", "configurations", "cpu_time", "cuda_time", "cuda_time_ms",
-           "figure", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
+           "figure", "flop_counts", "load_csv", "machine", "main", "markdown_table", "operator_markdown",
            "operator_rows", "operator_timings", "ratio_markdown", "ratio_table", "results_markdown", "run",
            "run_in_subprocess", "run_one", "save_figure", "time_ms", "write_csv"]

@@ -4,7 +4,8 @@ Forward and forward+backward milliseconds (median of `timing.cpu_time`) of SSoG,
 on the dense and separable paths of the reference, and of SDPA (PyTorch's choice and the math backend),
 on square grids, all on the same (batch, heads, N, head_dim) float32 values (`operator_rows`, the benchmark's
 table); `operator_timings`: SDPA and fixed SSoG on one image, the best of a short time budget (notebook 02's
-live figure).
+live figure), and `flop_counts`: what the same three `OPERATORS` cost by formula, FLOPs and numbers held
+(notebook 02's table and cost figure).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from ..ops.reference import ssog_reference
 from .config import check_device, check_distinct
 from .measure import machine
 from .timing import cpu_time, time_ms
+
+# Notebook 02's three operators, as `operator_timings` times them and `flop_counts` counts them.
+OPERATORS = ("SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel")
 
 
 def _math_sdpa(q, k, v):
@@ -82,10 +86,30 @@ def operator_timings(side: int, d: int = 32, heads: int = 2, atoms: int = 4, den
     n = side * side
     q, k, v = (torch.randn(1, heads, n, d, generator=generator) for _ in range(3))  # (1, heads, N, d)
     mu, sigma, amp = random_atoms(heads, atoms, (side, side), generator=generator)  # (heads, M, 2), (heads, M)
+    sdpa, separable, dense = OPERATORS
     with torch.no_grad():
-        timings = {"SDPA (dense attention)": time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
-                   "SSoG separable": time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}
-        timings["SSoG via the N×N kernel"] = (
+        timings = {sdpa: time_ms(lambda: F.scaled_dot_product_attention(q, k, v)),
+                   separable: time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=False))}
+        timings[dense] = (
             time_ms(lambda: ssog_reference(v, mu, sigma, amp, (side, side), dense=True)) if n <= dense_max_tokens
             else math.nan)
     return timings
+
+
+def flop_counts(side: int, d: int = 64, atoms: int = 4) -> dict[str, dict[str, float]]:
+    """Cost of mixing one head of one image, (N, d) values on a side×side grid (N = side², H = W = side), by
+    formula; a multiply–add is 2 FLOPs.
+
+    SDPA: the scores XW_Q(XW_K)ᵀ and AV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
+    SSoG separable: stage 1 (column mixing, G_col) 2MNWd + stage 2 (row mixing, G_row) 2MNHd = 2MN(H+W)d; it
+    stores M(H² + W²) Gaussian weights and the M·N·d intermediate. SSoG via the N×N kernel: building K costs about
+    3MN² (product and sum), KV 2N²d, and K itself is N² numbers.
+    Returns {operator (`OPERATORS`): {"flops": …, "memory": numbers held besides the N·d inputs and outputs}}.
+    """
+    n, h, w = side * side, side, side
+    sdpa, separable, dense = OPERATORS
+    return {
+        sdpa: {"flops": 4.0 * n * n * d, "memory": float(n * n)},
+        separable: {"flops": 2.0 * atoms * n * (h + w) * d, "memory": float(atoms * (h * h + w * w) + atoms * n * d)},
+        dense: {"flops": 3.0 * atoms * n * n + 2.0 * n * n * d, "memory": float(n * n)},
+    }

@@ -3,11 +3,11 @@
 import torch
 
 from .. import ops
+from ..bench.operator import OPERATORS, flop_counts
 from ..ops import reference
-from ..viz.cost import flop_counts
 from ._registry import close, exercise, same_function
 
-_SDPA, _SEPARABLE = "SDPA (dense attention)", "SSoG separable"
+_SDPA, _SEPARABLE, _ = OPERATORS
 
 
 @exercise("02.ratio", wrong=7.0, judge=close(0.01),

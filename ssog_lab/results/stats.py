@@ -1,10 +1,12 @@
 """The statistics every results file uses, written once: per-seed values summarized as mean and sample standard
-deviation, and the spread of a difference of two such means."""
+deviation, the spread of a difference of two such means, and the exponent of a power law fitted on log–log axes
+(notebook 02's FLOP and timing slopes)."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -17,3 +19,9 @@ def difference_std(std: float, n: int, base_std: float, base_n: int) -> float:
     """The standard deviation of a difference of two independent means (std over n seeds each): √(s²/n + s₀²/n₀).
     NaN while either side has one seed: the other side's spread alone would understate it."""
     return math.sqrt(std ** 2 / n + base_std ** 2 / base_n)
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of log y against log x: the exponent p of a power law y ∝ x^p. x and y are positive, of
+    one length, with at least two distinct x (else ValueError or statistics.StatisticsError)."""
+    return statistics.linear_regression([math.log(v) for v in x], [math.log(v) for v in y]).slope

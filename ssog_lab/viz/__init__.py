@@ -22,7 +22,7 @@ from .common import (
     image_row,
     photo_grid,
 )
-from .cost import cost_widget, flop_counts, kronecker_widget, loglog_slope, timing_widget
+from .cost import cost_widget, kronecker_widget, timing_widget
 from .depth import parameter_widget, solver_independence_widget, solver_widget, trajectory_widget
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
 from .kernel import KERNEL_PARTS, gpu_timing_figure, interpreter_widget, kernel_source, roofline_figure, show_source
@@ -49,7 +49,7 @@ from .training import (
 __all__ = ["LiveFigure", "FigureBox", "FigureView", "figure_bundle", "use_static_renderer"]
 __all__ += ["KERNEL_PRESETS", "edge_response", "gaussian_1d_widget", "photo_widget", "query_kernel_widget",
             "apply_to_image", "atoms_from_lists", "fast_mode", "image_row", "photo_grid"]
-__all__ += ["cost_widget", "flop_counts", "kronecker_widget", "loglog_slope", "timing_widget"]
+__all__ += ["cost_widget", "kronecker_widget", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "interpreter_widget", "kernel_source", "roofline_figure",
             "show_source"]

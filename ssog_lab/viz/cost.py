@@ -1,6 +1,7 @@
 """Widgets for notebook 02: the Kronecker (separable) structure of the SSoG kernel, FLOP and memory
-formulas against dense attention, and live timings on this machine. What they show is computed by its owner:
-the Kronecker factors and sum in `ops` (`axis_matrices`, `kronecker_kernel`), the timings in `bench.operator`."""
+formulas against dense attention, and live timings on this machine. They only draw: the Kronecker factors and
+sum come from `ops` (`axis_matrices`, `kronecker_kernel`), the formulas and timings from `bench.operator`
+(`flop_counts`, `operator_timings`), the fitted exponents from `results.stats.loglog_slope`."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import torch
 from plotly.subplots import make_subplots
 
 from .. import ops
-from ..bench.operator import operator_timings
+from ..bench.operator import OPERATORS, flop_counts, operator_timings
+from ..results.stats import loglog_slope
 from ..style import OPERATOR_COLOURS
 from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
-_OPERATORS = ("SDPA (dense attention)", "SSoG separable", "SSoG via the N×N kernel")
-_COLOURS = {name: OPERATOR_COLOURS[name] for name in _OPERATORS}
+_COLOURS = {name: OPERATOR_COLOURS[name] for name in OPERATORS}
 # The FLOP formulas' exponents in N (notebook 02's table): 4N²d for attention, 4MN√N·d for separable SSoG.
 _REFERENCE_SLOPES = {"SDPA (dense attention)": 2.0, "SSoG separable": 1.5}
 _BAR_LABELS = {"SDPA (dense attention)": "SDPA", "SSoG separable": "SSoG<br>separable",
@@ -70,30 +71,6 @@ def kronecker_widget(grid: tuple[int, int] = (5, 6)) -> LiveFigure:
                 f"N² = {(height * width) ** 2} numbers, the two factors only H² + W² = {height ** 2 + width ** 2}")
 
     return LiveFigure(figure, controls, redraw)
-
-
-def flop_counts(side: int, d: int = 64, atoms: int = 4) -> dict[str, dict[str, float]]:
-    """Cost of mixing one head of one image on a side×side grid (N = side²), multiply–add = 2 FLOPs.
-
-    SDPA: the scores XW_Q(XW_K)ᵀ and AV, 4N²d FLOPs; the math path stores the N×N scores (flash-type kernels do not).
-    SSoG separable: stage 1 (column mixing, G_col) 2MNWd + stage 2 (row mixing, G_row) 2MNHd = 2MN(H+W)d;
-    it stores M(H² + W²)
-    Gaussian weights and the M·N·d intermediate. SSoG via the N×N kernel: building K costs about 3MN²
-    (product and sum), KV 2N²d, and K itself is N² numbers.
-    Returns {method: {"flops": …, "memory": numbers held besides the N·d inputs and outputs}}.
-    """
-    n, h, w = side * side, side, side
-    return {
-        "SDPA (dense attention)": {"flops": 4.0 * n * n * d, "memory": float(n * n)},
-        "SSoG separable": {"flops": 2.0 * atoms * n * (h + w) * d, "memory": float(atoms * (h * h + w * w)
-                                                                                   + atoms * n * d)},
-        "SSoG via the N×N kernel": {"flops": 3.0 * atoms * n * n + 2.0 * n * n * d, "memory": float(n * n)},
-    }
-
-
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of log y against log x (the exponent p in y ∝ x^p)."""
-    return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
 
 
 def cost_widget(sides: tuple[int, ...] = (4, 8, 14, 16, 32, 64, 128)) -> LiveFigure:
