@@ -14,6 +14,9 @@
                               everywhere); for dense attention without LayerNorm it depends on the ray: it
                               saturates on a generic one (the softmax turns one-hot) and grows like s² where
                               the scores stay tied, the inputs behind its unbounded supremum;
+* `ray_mixers`, `ray_point`   the bare mixers (SDPA, axial, fixed SSoG; no LayerNorm) and the rays x those
+                              sweeps take: random tokens (generic) or the tied-score point, built so that the
+                              zero tokens' scores stay tied for every s (notebook 03);
 * `picard`                    successive approximations x_{k+1}(t) = x0 + ∫_0^t f(s, x_k(s)) ds on a grid,
                               every iterate returned (Picard–Lindelöf made visible), and `picard_bound`, the
                               a-priori error of the k-th iterate under a global Lipschitz constant.
@@ -29,10 +32,11 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import ops
-from .layers import SSoGMixer
+from .layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
 
 __all__ = ["ssog_spectral_norm", "ssog_dense_spectral_norm", "ssog_lipschitz_bound", "branch_lipschitz_bound",
-           "jacobian_spectral_norm", "ray_sweep", "jacobian_norm_along_ray", "picard", "picard_bound"]
+           "jacobian_spectral_norm", "ray_sweep", "jacobian_norm_along_ray", "ray_mixers", "ray_point", "picard",
+           "picard_bound"]
 
 # max_x GELU'(x) = Φ(x) + x·φ(x): GELU'' = φ(x)(2 − x²) vanishes at x = √2, where Φ(√2) = (1 + erf(1))/2 and
 # √2·φ(√2) = e⁻¹/√π. About 1.129.
@@ -177,6 +181,51 @@ def ray_sweep(func: Callable[[Tensor], Tensor], x: Tensor, scales: Sequence[floa
 def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
     """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 products: plenty for a figure)."""
     return float(jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
+
+
+def _ray_modules(grid: tuple[int, int], dim: int, heads: int, seed: int) -> dict[str, nn.Module]:
+    """Freshly initialized bare mixers (float64, eval mode), the same for the same seed."""
+    torch.manual_seed(seed)
+    modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
+                                     "axial attention": AxialSDPAMixer(dim, heads),
+                                     "fixed SSoG": SSoGMixer(dim, heads)}
+    return {name: module.double().eval() for name, module in modules.items()}
+
+
+def ray_mixers(grid: tuple[int, int] = (4, 4), dim: int = 16, heads: int = 2,
+               seed: int = 0) -> dict[str, Callable[[Tensor], Tensor]]:
+    """Freshly initialized bare mixers (float64, no LayerNorm in front) as functions x (B, N, C) -> (B, N, C)."""
+    return {name: (lambda x, m=module: m(x, grid)) for name, module in _ray_modules(grid, dim, heads, seed).items()}
+
+
+def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied: bool = False,
+              heads: int = 2) -> Tensor:
+    """A direction x for the ray s·x, (1, N, C) float64, each non-zero token of unit RMS.
+
+    tied=False: random tokens (a generic ray; every softmax row saturates as s grows).
+    tied=True: one random token (at index 1), all others zero, with the token chosen so that the zero tokens'
+    scores stay tied for every s: a zero token's query is the bias b_Q, so its score against the one token is
+    b_Q,h · (s W_K,h x + b_K,h), and x is projected onto the vectors with b_Q,h · W_K,h x = 0 for every head h
+    of the attention mixers of `ray_mixers(grid, dim, heads, seed)`. Those rows keep a uniform softmax whose
+    derivative does not decay, while the one token's key and value grow like s: their Jacobian grows like s².
+    """
+    generator = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(1, grid[0] * grid[1], dim, generator=generator, dtype=torch.float64)  # (1, N, C)
+    if tied:
+        rows = []  # one linear condition per attention mixer and head
+        for module in _ray_modules(grid, dim, heads, seed).values():
+            if not isinstance(module, (SDPAMixer, AxialSDPAMixer)):
+                continue
+            w_k = module.qkv.weight.detach().chunk(3, dim=0)[1]  # (C, C): rows are key features
+            b_q = module.qkv.bias.detach().chunk(3)[0]  # (C,)
+            for h in range(heads):
+                part = slice(h * (dim // heads), (h + 1) * (dim // heads))  # head h's features
+                rows.append(w_k[part].T @ b_q[part])  # (C,): b_Q,h · W_K,h x = rows[i] · x
+        basis, _ = torch.linalg.qr(torch.stack(rows).T)  # (C, conditions): orthonormal basis of the conditions
+        token = x[0, 1] - basis @ (basis.T @ x[0, 1])  # (C,): the conditions hold
+        x = torch.zeros_like(x)
+        x[0, 1] = token
+    return x / x.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(torch.finfo(x.dtype).tiny)
 
 
 def picard(func: Callable[[Tensor, Tensor], Tensor], x0: Tensor, t: Tensor, iterations: int = 8) -> Tensor:

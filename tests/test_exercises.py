@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ssog_lab import exercises, ode_cost, viz
+from ssog_lab import exercises, lipschitz, ode_cost, viz
 
 # Exercises that ask the learner to implement a library function: their registered solution *is* the library,
 # which is refused as an answer; the notebooks' worked solutions are the accepted implementations (tested below).
@@ -165,8 +165,8 @@ def test_the_nfe_figures_in_notebook_03s_solution_are_what_its_cell_measures():
                     if "ode_cost.dopri5_nfe_along_ray(f, x, s)" in text)
     answer = solution.split("<summary>Solution</summary>")[-1]  # exercise 7's, after its code cell
     quoted = [[float(n) for n in group.split(", ")] for group in re.findall(r"(\d+(?:, \d+){3})[;)]", answer)]
-    x = viz.ray_point(tied=True)
-    mixers = viz.ray_mixers()
+    x = lipschitz.ray_point(tied=True)
+    mixers = lipschitz.ray_mixers()
     measured = {name: [ode_cost.dopri5_nfe_along_ray(mixers[name], x, s) for s in (1, 4, 16, 64)]
                 for name in ("SDPA (dense attention)", "fixed SSoG")}
     assert quoted == [measured["SDPA (dense attention)"], measured["fixed SSoG"]]

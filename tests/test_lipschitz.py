@@ -146,6 +146,28 @@ def test_ray_sweep_attention_grows_fixed_ssog_stays():
     assert ((ssog_norms - ssog_norms[0]).abs() <= 0.01 * ssog_norms[0]).all()
 
 
+def test_ray_points_are_unit_rms_and_the_tied_one_ties_the_zero_tokens_scores():
+    """lipschitz.ray_point: random tokens of unit RMS (generic), or one token (index 1) chosen so that every zero
+    token's scores against all tokens are equal at every s, in each head of the attention mixers of ray_mixers."""
+    generic = lipschitz.ray_point()
+    assert generic.shape == (1, 16, 16) and generic.dtype == torch.float64
+    torch.testing.assert_close(generic.pow(2).mean(-1), torch.ones(1, 16, dtype=torch.float64))
+    torch.testing.assert_close(lipschitz.ray_point(), generic)  # the same seed, the same ray
+    x = lipschitz.ray_point(tied=True)
+    assert [int(n) for n in (x.abs().sum(-1) > 0).nonzero()[:, 1]] == [1]  # one non-zero token, at index 1
+    assert float(x[0, 1].pow(2).mean()) == pytest.approx(1.0)
+    modules = lipschitz._ray_modules((4, 4), 16, 2, 0)
+    assert list(modules) == list(lipschitz.ray_mixers()) == ["SDPA (dense attention)", "axial attention", "fixed SSoG"]
+    for module in (m for m in modules.values() if hasattr(m, "qkv")):
+        for s in (1.0, 10.0):
+            q, k, _ = module.qkv(s * x).chunk(3, dim=-1)  # (1, N, C) each
+            scores = (q[0, 0].reshape(2, 8)[:, None] * k[0].reshape(16, 2, 8).transpose(0, 1)).sum(-1)  # (heads, N)
+            torch.testing.assert_close(scores, scores[:, :1].expand_as(scores))  # a zero token's scores: all equal
+    sdpa = lipschitz.ray_mixers()["SDPA (dense attention)"]
+    norms = lipschitz.ray_sweep(sdpa, x, [256.0, 1024.0], steps=30, tol=1e-6)
+    assert 10 < float(norms[1] / norms[0]) < 20  # ‖J‖ ∝ s² on the tied ray: ×16 from s = 256 to 1024
+
+
 def test_picard_iterates_converge_to_the_linear_ode_solution():
     a = torch.tensor([[0.0, 1.0], [-1.0, -0.1]], dtype=torch.float64)  # damped oscillator
     t = torch.linspace(0, 2, 201, dtype=torch.float64)

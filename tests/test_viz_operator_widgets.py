@@ -144,16 +144,6 @@ def test_ray_widget_generic_ray_saturates_tied_ray_grows_ssog_is_flat():
     assert "tied" in lf.readout.value
 
 
-def test_tied_ray_point_ties_the_zero_tokens_scores():
-    x = viz.ray_point(tied=True)
-    assert int((x.abs().sum(-1) > 0).sum()) == 1  # one non-zero token
-    for module in viz.lipschitz._ray_modules((4, 4), 16, 2, 0).values():
-        if hasattr(module, "qkv"):
-            q, k, _ = module.qkv(x).chunk(3, dim=-1)  # (1, N, C) each
-            scores = (q[0, 0].reshape(2, 8)[:, None] * k[0].reshape(16, 2, 8).transpose(0, 1)).sum(-1)  # (heads, N)
-            torch.testing.assert_close(scores, scores[:, :1].expand_as(scores))  # a zero token's scores: all equal
-
-
 def test_nfe_widget_counts_dopri5_evaluations():
     lf = viz.nfe_widget(scales=(0.5, 8.0), grid=(2, 2), dim=8)
     before = trace_data(lf)

@@ -27,16 +27,7 @@ from .depth import parameter_widget, solver_independence_widget, solver_widget, 
 from .env import attention_row, environment_report, environment_table, patch_tokens, ssog_vs_attention_widget
 from .kernel import KERNEL_PARTS, gpu_timing_figure, interpreter_widget, kernel_source, roofline_figure, show_source
 from .learned import atom_change_figure, atom_change_markdown, atoms_widget, receptive_field_widget, steering_widget
-from .lipschitz import (
-    nfe_widget,
-    picard_problems,
-    picard_widget,
-    ray_mixers,
-    ray_point,
-    ray_widget,
-    ssog_norm_widget,
-    two_atom_head,
-)
+from .lipschitz import nfe_widget, picard_problems, picard_widget, ray_widget, ssog_norm_widget, two_atom_head
 from .render import FigureBox, FigureView, figure_bundle, use_static_renderer
 from .scaling import claim_summary, scaling_widget
 from .training import (
@@ -53,8 +44,7 @@ __all__ += ["cost_widget", "kronecker_widget", "timing_widget"]
 __all__ += ["attention_row", "environment_report", "environment_table", "patch_tokens", "ssog_vs_attention_widget"]
 __all__ += ["KERNEL_PARTS", "gpu_timing_figure", "interpreter_widget", "kernel_source", "roofline_figure",
             "show_source"]
-__all__ += ["nfe_widget", "picard_problems",
-            "picard_widget", "ray_mixers", "ray_point", "ray_widget", "ssog_norm_widget", "two_atom_head"]
+__all__ += ["nfe_widget", "picard_problems", "picard_widget", "ray_widget", "ssog_norm_widget", "two_atom_head"]
 __all__ += ["parameter_widget", "solver_independence_widget", "solver_widget", "trajectory_widget"]
 __all__ += ["TrainingMonitor", "digits_figure", "prediction_widget", "results_widget"]
 __all__ += ["atom_change_figure", "atom_change_markdown", "atoms_widget", "receptive_field_widget", "steering_widget"]

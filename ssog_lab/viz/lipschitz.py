@@ -10,11 +10,10 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
-from torch import Tensor, nn
+from torch import Tensor
 
 from .. import lipschitz, ops
-from ..layers import AxialSDPAMixer, SDPAMixer, SSoGMixer
-from ..lipschitz import jacobian_norm_along_ray, picard_bound
+from ..lipschitz import jacobian_norm_along_ray, picard_bound, ray_mixers, ray_point
 from ..ode_cost import dopri5_nfe_along_ray
 from ..style import OPERATOR_COLOURS, series_colour
 from ._base import LiveFigure
@@ -76,51 +75,6 @@ def ssog_norm_widget(grid: tuple[int, int] = (12, 12)) -> LiveFigure:
                 f"‖K‖₂ / bound = {exact / bound:.3f}; Σ|α| = {float(amp.abs().sum()):.2f}")
 
     return LiveFigure(figure, controls, redraw)
-
-
-def _ray_modules(grid: tuple[int, int], dim: int, heads: int, seed: int) -> dict[str, nn.Module]:
-    """Freshly initialized bare mixers (float64, eval mode), the same for the same seed."""
-    torch.manual_seed(seed)
-    modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
-                                     "axial attention": AxialSDPAMixer(dim, heads),
-                                     "fixed SSoG": SSoGMixer(dim, heads)}
-    return {name: module.double().eval() for name, module in modules.items()}
-
-
-def ray_mixers(grid: tuple[int, int] = (4, 4), dim: int = 16, heads: int = 2,
-               seed: int = 0) -> dict[str, Callable[[Tensor], Tensor]]:
-    """Freshly initialized bare mixers (float64, no LayerNorm in front) as functions x (B, N, C) -> (B, N, C)."""
-    return {name: (lambda x, m=module: m(x, grid)) for name, module in _ray_modules(grid, dim, heads, seed).items()}
-
-
-def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied: bool = False,
-              heads: int = 2) -> Tensor:
-    """A direction x for the ray s·x, (1, N, C) float64, each non-zero token of unit RMS.
-
-    tied=False: random tokens (a generic ray; every softmax row saturates as s grows).
-    tied=True: one random token (at index 1), all others zero, with the token chosen so that the zero tokens'
-    scores stay tied for every s: a zero token's query is the bias b_Q, so its score against the one token is
-    b_Q,h · (s W_K,h x + b_K,h), and x is projected onto the vectors with b_Q,h · W_K,h x = 0 for every head h
-    of the attention mixers of `ray_mixers(grid, dim, heads, seed)`. Those rows keep a uniform softmax whose
-    derivative does not decay, while the one token's key and value grow like s: their Jacobian grows like s².
-    """
-    generator = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(1, grid[0] * grid[1], dim, generator=generator, dtype=torch.float64)  # (1, N, C)
-    if tied:
-        rows = []  # one linear condition per attention mixer and head
-        for module in _ray_modules(grid, dim, heads, seed).values():
-            if not isinstance(module, (SDPAMixer, AxialSDPAMixer)):
-                continue
-            w_k = module.qkv.weight.detach().chunk(3, dim=0)[1]  # (C, C): rows are key features
-            b_q = module.qkv.bias.detach().chunk(3)[0]  # (C,)
-            for h in range(heads):
-                part = slice(h * (dim // heads), (h + 1) * (dim // heads))  # head h's features
-                rows.append(w_k[part].T @ b_q[part])  # (C,): b_Q,h · W_K,h x = rows[i] · x
-        basis, _ = torch.linalg.qr(torch.stack(rows).T)  # (C, conditions): orthonormal basis of the conditions
-        token = x[0, 1] - basis @ (basis.T @ x[0, 1])  # (C,): the conditions hold
-        x = torch.zeros_like(x)
-        x[0, 1] = token
-    return x / x.pow(2).mean(-1, keepdim=True).sqrt().clamp_min(torch.finfo(x.dtype).tiny)
 
 
 RAYS = {"generic ray (random tokens)": False, "tied-score ray (one token, tied scores)": True}
