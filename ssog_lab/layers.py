@@ -20,13 +20,10 @@ from . import ops
 from .ops import reference
 
 # The fixed SSoGMixer keeps its prepared Gaussian matrices between no-grad calls only up to this many entries
-# (1 MiB in float32; ViT-Tiny's 24 heads × 4 atoms stay below it up to a 36×36 grid, 576² images): there
-# building them is a large share of the operator, above it a small one, and the matrices would stay in memory
-# for every layer.
-# One operator, 24 heads × 8, M = 4, B = 1, one thread, prepare / apply ms (CPU time, load ≈ 3 on the
-# 2-core AMD EPYC host, code of 2026-12-02, not stored as a file):
-# 14×14 0.24 / 0.32, 24×24 0.24 / 0.72, 32×32 0.34 / 2.77, 48×48 0.49 / 5.01, 64×64 0.97 / 12.2 (3 MiB of matrices);
-# timed as `prepare_fixed(mu, sigma, amp, grid, dense=False)` against `apply_fixed(v, op)` (ssog_lab.ops.reference).
+# (1 MiB in float32; ViT-Tiny's 24 heads × 4 atoms stay below it up to a 36×36 grid, 576² images). Building them
+# evaluates heads·M·(H² + W²) Gaussian weights (an exponential each), applying them costs 2·B·heads·M·N·(H + W)·d
+# multiply–adds: for one image on a small grid the two are of one order, so the cache pays, while on a large grid
+# the build is a small share and the matrices would only stay in memory for every layer.
 FIXED_CACHE_MAX_ENTRIES = 2**18
 
 _SDPA_BACKENDS = {
@@ -86,8 +83,8 @@ class SSoGMixer(nn.Module):
     `steer` is zero-initialized, so a steered layer starts as its fixed twin.
 
     Fixed atoms without autograd (torch.no_grad / inference_mode) reuse their Gaussian matrices between calls:
-    they depend on the parameters and the grid only, and building them costs about as much as applying them on
-    small grids (at 14×14, 24 heads × 8, batch 1: 185 of 460 µs on the AMD EPYC host, 2026-12-02). The cache
+    they depend on the parameters and the grid only, and on small grids building them costs as much as applying
+    them to one image (FIXED_CACHE_MAX_ENTRIES's comment gives the counts). The cache
     holds one grid, at most FIXED_CACHE_MAX_ENTRIES numbers, and is rebuilt when the grid, the dtype, or a
     parameter changes: replaced, moved, or updated in place (optimizer steps, load_state_dict and copy_ bump the
     tensor's version counter). Writes through `param.data`, which bypass the counter, are not seen.

@@ -10,7 +10,7 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
   patch2  at patch 2 (196 tokens, the paper's token count at 224²), the same tuned hyper-parameters: every mixer in
           the discrete form, and SDPA, fixed and steered SSoG in the looped form (the paper's largest accuracy
           claim), × seeds. The ODE form is not run at patch 2: at the default solver's 32 evaluations of f it
-          costs 8× a discrete run, ≈ 4.5 CPU-h per fixed-SSoG run on this project's CPUs (accuracy_fashion/plan.md);
+          costs 8× a discrete run (the CPU budget: accuracy_fashion/plan.md);
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side);
   atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
@@ -66,7 +66,7 @@ DEPTHS = {depth: [arg for key, value in fields.items() for arg in ("--set", f"{k
           for depth, fields in plan.DEPTH_FIELDS.items()}
 RUNS = Path("docs/results/accuracy_fashion/runs")  # tracked: a sweep spans sessions; .gitignore drops checkpoints
 TRAIN_IMAGES = 60_000  # Fashion-MNIST's training split
-PATCH2_EPOCHS = 3  # 196 tokens cost 3–7× more per image (docs/results/accuracy_fashion/plan.md)
+PATCH2_EPOCHS = 3  # 196 tokens cost several times more per image than 49 (docs/results/accuracy_fashion/plan.md)
 # The tuning grid per mixer; each mixer gets the same number of trials drawn from its own grid.
 SEARCH: dict[str, dict[str, tuple]] = {
     "sdpa": {"lr": (1e-3, 2e-3, 4e-3), "heads": (2, 4)},
@@ -74,8 +74,7 @@ SEARCH: dict[str, dict[str, tuple]] = {
     "ssog": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (8, 16), "atoms": (4, 8)},
     # Steered heads cost time (each evaluates M·(H+W) weights per token, and the steering head predicts
     # heads·atoms·5 values per token): the nano default of 2, twice that, and 1 (one steering shared by every
-    # channel: 2.9× (forward) to 3.7× (forward + backward) faster than 4 heads × 48 at 64×64,
-    # docs/results/operator_cpu.md; does accuracy hold?).
+    # channel, much faster than 4 heads: docs/results/operator_cpu.md times 1, 4 and 24 heads; does accuracy hold?).
     "ssog-steered": {"lr": (1e-3, 2e-3, 4e-3), "atom_lr_scale": (1.0, 10.0, 30.0), "ssog_heads": (1, 2, 4)},
 }
 
