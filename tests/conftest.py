@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -25,14 +26,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def notebooks_wanted(items: list[pytest.Item]) -> list[Path]:
+    """The notebooks that `items` ask `executed` for: each test's notebook parameter (a path, or a name in
+    notebooks/), and every notebook when a test uses `executed` without naming one (the static site)."""
+    all_notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    wanted: set[Path] = set()
+    for item in items:
+        if "executed" not in getattr(item, "fixturenames", ()):
+            continue
+        params = item.callspec.params.values() if hasattr(item, "callspec") else ()
+        named = [p for p in all_notebooks for value in params if value in (p, p.stem)]
+        wanted.update(named or all_notebooks)
+    return sorted(wanted)
+
+
 @pytest.fixture(scope="session")
-def executed(tmp_path_factory):
+def executed(request, tmp_path_factory):
     """path -> (executed notebook, its HTML), made the ordinary way, with default settings:
 
         jupyter nbconvert --to notebook --execute NOTEBOOK     (kernel in notebooks/, widget state stored)
         jupyter nbconvert --to html EXECUTED_NOTEBOOK           (what `--execute --to html` renders)
 
     in fast mode, each notebook at most once per session (tests/test_notebook_render.py, tests/test_browser.py).
+    Every notebook the session's tests will ask for is executed when the fixture is first used, one nbconvert per
+    core at a time: the executions overlap instead of queueing, and the browser tests that follow run on a quiet
+    machine.
     The project's environment configures nbconvert's HTML export (jupyter-config/, installed by `make`).
     The execution is `--execute`'s preprocessor run twice in one kernel (tests/run_twice.py): the notebook is the
     first pass, and `executed.second(path)` reads the second (Run All again, in the same kernel).
@@ -49,13 +67,17 @@ def executed(tmp_path_factory):
                               text=True, timeout=NOTEBOOK_TIMEOUT_S)
         return None if done.returncode == 0 else done.stderr[-5000:]
 
-    def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
+    def execute(path: Path) -> None:
+        """Into the cache: the executed notebook and its HTML, or nbconvert's error (failed by `run`)."""
         if path not in cache:
             out = folder / path.name
             error = (nbconvert("--to", "notebook", '--NotebookExporter.preprocessors=["run_twice.ExecuteTwice"]',
                                f"--ExecuteTwice.second_pass_dir={second}", "--output-dir", str(folder), str(path))
                      or nbconvert("--to", "html", str(out)))
             cache[path] = error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
+
+    def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
+        execute(path)
         result = cache[path]
         if isinstance(result, str):
             pytest.fail(f"{path.name} failed in nbconvert:\n{result}")
@@ -66,4 +88,6 @@ def executed(tmp_path_factory):
         return nbformat.read(second / f"{path.stem}.second.ipynb", as_version=4)
 
     run.second = second_pass
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # each job waits on its own subprocesses
+        list(pool.map(execute, notebooks_wanted(request.session.items)))
     return run
