@@ -9,7 +9,9 @@ operator alone, with the suite's timers, tables and CSV files.
 Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the only timers),
 measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
 operator alone, timed and by formula), gpu (the GPU check: Triton kernels, SDPA flash and ViT-Tiny on CUDA;
-imported on its own), report (markdown and CSV writers, ratio tables), figure (plotly), params and cli (commands).
+imported on its own), subnormals (where activations hold subnormal floats; imported on its own), notebook_times
+(each notebook's running time; imported on its own), report (markdown and CSV writers, ratio tables), figure
+(plotly), params and cli (commands; __main__ for python -m ssog_lab.bench).
 """
 
 from ..models import DEPTHS, MIXERS
