@@ -26,17 +26,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _skipped(item: pytest.Item) -> bool:
+    """Whether a skip marker, or a skipif whose condition is already True, skips `item`."""
+    return any(mark.name == "skip" or (mark.name == "skipif" and any(arg is True for arg in mark.args))
+               for mark in item.iter_markers())
+
+
 def notebooks_wanted(items: list[pytest.Item]) -> list[Path]:
-    """The notebooks that `items` ask `executed` for: each test's notebook parameter (a path, or a name in
-    notebooks/), and every notebook when a test uses `executed` without naming one (the static site)."""
+    """The notebooks that the tests in `items` that will run ask `executed` for: each test's notebook parameter
+    (a path, or a name in notebooks/), and every notebook for the static site's tests (the `site` fixture publishes
+    them all) and for a test that uses `executed` without naming a notebook."""
     all_notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     wanted: set[Path] = set()
     for item in items:
-        if "executed" not in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "executed" not in names or _skipped(item):
             continue
         params = item.callspec.params.values() if hasattr(item, "callspec") else ()
         named = [p for p in all_notebooks for value in params if value in (p, p.stem)]
-        wanted.update(named or all_notebooks)
+        wanted.update(all_notebooks if "site" in names or not named else named)
     return sorted(wanted)
 
 
@@ -59,7 +67,11 @@ def executed(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("executed")
     second = folder / "second_pass"
     second.mkdir()
-    env = {**os.environ, "SSOG_LAB_FAST": "1",
+    wanted = notebooks_wanted(request.session.items)
+    cores = len(os.sched_getaffinity(0))
+    workers = max(1, min(cores, len(wanted)))
+    # One nbconvert per core: each kernel's torch gets its share of the cores, not all of them.
+    env = {**os.environ, "SSOG_LAB_FAST": "1", "OMP_NUM_THREADS": str(max(1, cores // workers)),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
 
     def nbconvert(*args: str) -> str | None:
@@ -68,13 +80,18 @@ def executed(request, tmp_path_factory):
         return None if done.returncode == 0 else done.stderr[-5000:]
 
     def execute(path: Path) -> None:
-        """Into the cache: the executed notebook and its HTML, or nbconvert's error (failed by `run`)."""
-        if path not in cache:
-            out = folder / path.name
+        """Into the cache: the executed notebook and its HTML, or why it failed (a timeout too), which `run`
+        reports in the tests of that notebook only."""
+        if path in cache:
+            return
+        out = folder / path.name
+        try:
             error = (nbconvert("--to", "notebook", '--NotebookExporter.preprocessors=["run_twice.ExecuteTwice"]',
                                f"--ExecuteTwice.second_pass_dir={second}", "--output-dir", str(folder), str(path))
                      or nbconvert("--to", "html", str(out)))
             cache[path] = error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
+        except Exception as failure:  # kept for the notebook's own tests, not the whole session
+            cache[path] = f"{type(failure).__name__}: {failure}"
 
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
         execute(path)
@@ -88,6 +105,6 @@ def executed(request, tmp_path_factory):
         return nbformat.read(second / f"{path.stem}.second.ipynb", as_version=4)
 
     run.second = second_pass
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # each job waits on its own subprocesses
-        list(pool.map(execute, notebooks_wanted(request.session.items)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # each job waits on its own subprocesses
+        list(pool.map(execute, wanted))
     return run
