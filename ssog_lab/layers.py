@@ -21,9 +21,10 @@ from .ops import reference
 
 # The fixed SSoGMixer keeps its prepared Gaussian matrices between no-grad calls only up to this many entries
 # (1 MiB in float32; ViT-Tiny's 24 heads × 4 atoms stay below it up to a 36×36 grid, 576² images). Building them
-# evaluates heads·M·(H² + W²) Gaussian weights (an exponential each), applying them costs 2·B·heads·M·N·(H + W)·d
-# multiply–adds: for one image on a small grid the two are of one order, so the cache pays, while on a large grid
-# the build is a small share and the matrices would only stay in memory for every layer.
+# evaluates heads·M·(H² + W²) Gaussian weights (an exponential and a normalization each, in elementwise passes over
+# short rows); applying them costs B·heads·M·N·(H + W)·d multiply–adds, B·side·d times as many operations on a
+# square grid, but in thin GEMMs. So for one image on a small grid with narrow heads the build is a share of each
+# call worth caching; on a large grid it is a small share, and the matrices would only stay in memory for every layer.
 FIXED_CACHE_MAX_ENTRIES = 2**18
 
 _SDPA_BACKENDS = {
@@ -83,8 +84,8 @@ class SSoGMixer(nn.Module):
     `steer` is zero-initialized, so a steered layer starts as its fixed twin.
 
     Fixed atoms without autograd (torch.no_grad / inference_mode) reuse their Gaussian matrices between calls:
-    they depend on the parameters and the grid only, and on small grids building them costs as much as applying
-    them to one image (FIXED_CACHE_MAX_ENTRIES's comment gives the counts). The cache
+    they depend on the parameters and the grid only, and for one image on a small grid building them is a share of
+    each call worth saving (FIXED_CACHE_MAX_ENTRIES's comment gives the counts). The cache
     holds one grid, at most FIXED_CACHE_MAX_ENTRIES numbers, and is rebuilt when the grid, the dtype, or a
     parameter changes: replaced, moved, or updated in place (optimizer steps, load_state_dict and copy_ bump the
     tensor's version counter). Writes through `param.data`, which bypass the counter, are not seen.

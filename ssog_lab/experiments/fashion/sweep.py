@@ -206,8 +206,8 @@ def final_runs(recipe: Recipe, patch2_recipe: Recipe, seeds: list[int], hyper: d
     """The main grid at patch 4, the discrete and looped forms at patch 2, the horizon check and the atom learning-rate
     ablation, each mixer with its tuned hyper-parameters. The main grid, the horizon check and the ablation go
     first, seed by seed (every main cell's seed 0, the horizon, the ablation, then every seed 1, ...), then patch 2
-    seed by seed: a sweep stopped partway has every main cell at least once, and the longest runs (patch 2,
-    steered ≈ 1.5 CPU-h) do not hold up the main grid."""
+    seed by seed: a sweep stopped partway has every main cell at least once, and the longest runs (patch 2; their
+    CPU budget is in accuracy_fashion/plan.md) do not hold up the main grid."""
     out = variation_runs(recipe, validation_fraction, hyper, data_dir) if all(hyper.values()) else []
     horizon = dataclasses.replace(recipe, epochs=2 * recipe.epochs)
     for phase, patch, depths, mixers, run_seeds, rec in (
