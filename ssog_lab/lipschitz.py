@@ -183,24 +183,28 @@ def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: floa
     return float(jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
 
 
-def _ray_modules(grid: tuple[int, int], dim: int, heads: int, seed: int) -> dict[str, nn.Module]:
-    """Freshly initialized bare mixers (float64, eval mode), the same for the same seed."""
-    torch.manual_seed(seed)
-    modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
-                                     "axial attention": AxialSDPAMixer(dim, heads),
-                                     "fixed SSoG": SSoGMixer(dim, heads)}
+def _ray_modules(dim: int, heads: int, seed: int) -> dict[str, nn.Module]:
+    """Freshly initialized bare mixers (float64, eval mode), the same for the same seed. They are built under a
+    forked RNG seeded with `seed`, so the caller's global RNG state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        modules: dict[str, nn.Module] = {"SDPA (dense attention)": SDPAMixer(dim, heads),
+                                         "axial attention": AxialSDPAMixer(dim, heads),
+                                         "fixed SSoG": SSoGMixer(dim, heads)}
     return {name: module.double().eval() for name, module in modules.items()}
 
 
 def ray_mixers(grid: tuple[int, int] = (4, 4), dim: int = 16, heads: int = 2,
                seed: int = 0) -> dict[str, Callable[[Tensor], Tensor]]:
-    """Freshly initialized bare mixers (float64, no LayerNorm in front) as functions x (B, N, C) -> (B, N, C)."""
-    return {name: (lambda x, m=module: m(x, grid)) for name, module in _ray_modules(grid, dim, heads, seed).items()}
+    """Freshly initialized bare mixers (float64, no LayerNorm in front) as functions x (B, N, C) -> (B, N, C) on
+    the token grid `grid`; the global RNG state is left untouched."""
+    return {name: (lambda x, m=module: m(x, grid)) for name, module in _ray_modules(dim, heads, seed).items()}
 
 
-def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied: bool = False,
-              heads: int = 2) -> Tensor:
-    """A direction x for the ray s·x, (1, N, C) float64, each non-zero token of unit RMS.
+def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, heads: int = 2, seed: int = 0, *,
+              tied: bool = False) -> Tensor:
+    """A direction x for the ray s·x, (1, N, C) float64, each non-zero token of unit RMS; the same arguments
+    (grid, dim, heads, seed) as `ray_mixers`, and the global RNG state is left untouched.
 
     tied=False: random tokens (a generic ray; every softmax row saturates as s grows).
     tied=True: one random token (at index 1), all others zero, with the token chosen so that the zero tokens'
@@ -213,7 +217,7 @@ def ray_point(grid: tuple[int, int] = (4, 4), dim: int = 16, seed: int = 0, tied
     x = torch.randn(1, grid[0] * grid[1], dim, generator=generator, dtype=torch.float64)  # (1, N, C)
     if tied:
         rows = []  # one linear condition per attention mixer and head
-        for module in _ray_modules(grid, dim, heads, seed).values():
+        for module in _ray_modules(dim, heads, seed).values():
             if not isinstance(module, (SDPAMixer, AxialSDPAMixer)):
                 continue
             w_k = module.qkv.weight.detach().chunk(3, dim=0)[1]  # (C, C): rows are key features

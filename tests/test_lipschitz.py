@@ -156,7 +156,7 @@ def test_ray_points_are_unit_rms_and_the_tied_one_ties_the_zero_tokens_scores():
     x = lipschitz.ray_point(tied=True)
     assert [int(n) for n in (x.abs().sum(-1) > 0).nonzero()[:, 1]] == [1]  # one non-zero token, at index 1
     assert float(x[0, 1].pow(2).mean()) == pytest.approx(1.0)
-    modules = lipschitz._ray_modules((4, 4), 16, 2, 0)
+    modules = lipschitz._ray_modules(16, 2, 0)
     assert list(modules) == list(lipschitz.ray_mixers()) == ["SDPA (dense attention)", "axial attention", "fixed SSoG"]
     for module in (m for m in modules.values() if hasattr(m, "qkv")):
         for s in (1.0, 10.0):
@@ -166,6 +166,22 @@ def test_ray_points_are_unit_rms_and_the_tied_one_ties_the_zero_tokens_scores():
     sdpa = lipschitz.ray_mixers()["SDPA (dense attention)"]
     norms = lipschitz.ray_sweep(sdpa, x, [256.0, 1024.0], steps=30, tol=1e-6)
     assert 10 < float(norms[1] / norms[0]) < 20  # ‖J‖ ∝ s² on the tied ray: ×16 from s = 256 to 1024
+
+
+def test_ray_mixers_and_ray_point_leave_the_global_rng_state_as_it_was():
+    """The rays' mixers are built under a forked RNG: building them (ray_mixers, or ray_point's tied point, which
+    builds them too) neither reseeds the caller's global generator nor draws from it."""
+    torch.manual_seed(1234)
+    state = torch.random.get_rng_state()
+    mixers = lipschitz.ray_mixers((3, 5), 8, 2, 7)
+    lipschitz.ray_point((3, 5), 8, 2, 7, tied=True)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    expected = torch.Generator().manual_seed(1234)
+    assert torch.equal(torch.rand(4), torch.rand(4, generator=expected))  # the caller's stream goes on unchanged
+    again = lipschitz.ray_mixers((3, 5), 8, 2, 7)  # the same seed, the same mixers, whatever the global state
+    x = lipschitz.ray_point((3, 5), 8, 2, 7)
+    for name, func in mixers.items():
+        torch.testing.assert_close(func(x), again[name](x), rtol=0, atol=0)
 
 
 def test_picard_iterates_converge_to_the_linear_ode_solution():
