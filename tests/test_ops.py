@@ -295,6 +295,20 @@ def test_axis_matrices_hold_g_of_every_query_position():
     torch.testing.assert_close(one_head[1], g_col[1])
 
 
+def test_axis_matrices_of_bfloat16_atoms_are_the_float32_matrices_of_the_same_atoms():
+    """Half-precision atoms are computed in float32 from the start: on a 300-long axis the query positions past 256
+    are exact (bfloat16 rounds 257 to 256, which would give two rows the same Gaussian)."""
+    grid = (300, 3)
+    mu = torch.tensor([[0.5, -1.0], [-2.0, 0.25]], dtype=torch.bfloat16)  # (M, 2): exact in bfloat16
+    sigma = torch.tensor([[0.75, 1.5], [3.0, 0.5]], dtype=torch.bfloat16)
+    half = ops.axis_matrices(mu, sigma, grid)
+    single = ops.axis_matrices(mu.float(), sigma.float(), grid)
+    assert [m.dtype for m in half] == [torch.float32, torch.float32]
+    for got, expected in zip(half, single, strict=True):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert not torch.equal(half[0][0, 257], half[0][0, 256])  # distinct rows past 256
+
+
 def test_kronecker_kernel_is_the_sum_of_kronecker_products_and_the_dense_kernel():
     """ops.kronecker_kernel = Σ_m α_m G_row,m ⊗ G_col,m entry by entry from the formula, and = ops.dense_kernel
     (float64)."""

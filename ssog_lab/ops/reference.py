@@ -200,11 +200,15 @@ def axis_matrices(mu: Tensor, sigma: Tensor, grid: tuple[int, int]) -> tuple[Ten
     mu's device; one head's kernel is Σ_m α_m G_row,m ⊗ G_col,m (`ops.kronecker_kernel`).
     """
     height, width = grid
-    # Query positions (L,) against parameters (heads, M, 1): the weights come out as (heads, M, L, L)
-    # directly, with no unit axis in the broadcast (which makes the elementwise ops several times slower).
+    # The compute dtype first, as the internal callers do: the query positions are made in mu's dtype, and
+    # bfloat16 holds the integers exactly only up to 256.
+    work = _compute_dtype(mu.dtype)
+    mu, sigma = mu.to(work), sigma.to(work)
+    # Query positions (L,) against parameters (..., 1): the weights come out as (..., L, L) directly, with no
+    # unit axis in the broadcast (which makes the elementwise ops several times slower).
     g_row = axis_weights(_positions(height, mu), mu[..., None, 0], sigma[..., None, 0], height)
     g_col = axis_weights(_positions(width, mu), mu[..., None, 1], sigma[..., None, 1], width)
-    return g_row, g_col  # (heads, M, H, H), (heads, M, W, W)
+    return g_row, g_col  # (..., H, H), (..., W, W)
 
 
 def _steered_axis_weights(mu: Tensor, sigma: Tensor, grid: tuple[int, int],
