@@ -21,10 +21,11 @@ from ._base import LiveFigure
 from .common import as_array, heatmap, image_axes
 
 _COLOURS = {name: OPERATOR_COLOURS[name] for name in OPERATORS}
+_SDPA, _SEPARABLE, _DENSE = OPERATORS  # bench.operator's names, spelled out only there
 # The FLOP formulas' exponents in N (notebook 02's table): 4N²d for attention, 4MN√N·d for separable SSoG.
-_REFERENCE_SLOPES = {"SDPA (dense attention)": 2.0, "SSoG separable": 1.5}
-_BAR_LABELS = {"SDPA (dense attention)": "SDPA", "SSoG separable": "SSoG<br>separable",
-               "SSoG via the N×N kernel": "SSoG via<br>N×N kernel"}  # short enough to sit under a bar
+_REFERENCE_SLOPES = {_SDPA: 2.0, _SEPARABLE: 1.5}
+_BAR_LABELS = {_SDPA: "SDPA", _SEPARABLE: "SSoG<br>separable",
+               _DENSE: "SSoG via<br>N×N kernel"}  # short enough to sit under a bar
 
 
 def _slider(kind, value, low, high, step, description, width="300px"):
