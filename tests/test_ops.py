@@ -9,6 +9,7 @@ import torch
 
 from ssog_lab import ops
 from ssog_lab.bench.subnormals import count_subnormal
+from ssog_lab.ops import kronecker
 from ssog_lab.ops import reference as ref
 from ssog_lab.ops.reference import ssog_reference
 
@@ -325,10 +326,20 @@ def test_kronecker_kernel_is_the_sum_of_kronecker_products_and_the_dense_kernel(
     torch.testing.assert_close(kron, ops.dense_kernel(mu, sigma, amp, grid)[0], rtol=1e-13, atol=1e-15)
 
 
-def test_separability_check_agrees_to_rounding():
-    errors = ops.separability_check(grid=(3, 5), atoms=2)
-    assert len(errors) == 2 and all(0 <= error < 1e-12 for error in errors.values())
-    assert set(ops.separability_check(grid=(4, 2), atoms=3, d=2, seed=1).values()) != set(errors.values())
+def test_separability_check_agrees_to_rounding(monkeypatch):
+    """ops.separability_check: both differences are float64 rounding on two configurations, the Kronecker sum it
+    builds is ops.dense_kernel of its atoms, and it reports a broken identity (the factors in the wrong order)."""
+    for grid, atoms, d, seed in (((3, 5), 2, 5, 0), ((4, 2), 3, 2, 1)):
+        errors = ops.separability_check(grid=grid, atoms=atoms, d=d, seed=seed)
+        assert len(errors) == 2 and all(0 <= error < 1e-12 for error in errors.values())
+        generator = torch.Generator().manual_seed(seed)  # the check's own atoms: its first draw from its seed
+        mu, sigma, amp = ops.random_atoms(1, atoms, grid, generator=generator, dtype=torch.float64)
+        torch.testing.assert_close(ops.kronecker_kernel(mu[0], sigma[0], amp[0], grid),
+                                   ops.dense_kernel(mu, sigma, amp, grid)[0], rtol=0, atol=1e-12)
+    swapped = lambda mu, sigma, amp, grid: ops.kronecker_kernel(mu.flip(-1), sigma.flip(-1), amp, grid[::-1])
+    monkeypatch.setattr(kronecker, "kronecker_kernel", swapped)  # G_col ⊗ G_row: column-major tokens
+    broken = ops.separability_check(grid=(3, 5), atoms=2)
+    assert broken["max |K_dense − Σ α G_row ⊗ G_col|"] > 1e-3
 
 
 @pytest.mark.parametrize("steered", [False, True])
