@@ -1,6 +1,12 @@
-"""The statistics every results file uses, written once: per-seed values summarized as mean and sample standard
-deviation, the spread of a difference of two such means, and the exponent of a power law fitted on log–log axes
-(notebook 02's FLOP and timing slopes)."""
+"""The suite's statistics, each written once (the only copy):
+
+* `mean_std` and `difference_std`: per-seed values summarized as mean and sample standard deviation, and the spread
+  of a difference of two such means; for the accuracy results files and the claims ledger
+  (experiments.defaults, experiments.ode_solutions, experiments.fashion.report, results.ledger) and notebook 05's
+  results figure (viz.training);
+* `loglog_slope`: the exponent of a power law fitted on log–log axes; for notebook 02's FLOP and timing figures
+  (viz.cost), not for a results file.
+"""
 
 from __future__ import annotations
 
