@@ -1,9 +1,15 @@
-"""Shared test set-up. The Triton interpreter must be switched on before triton is first imported."""
+"""Shared test set-up. The Triton interpreter must be switched on before triton is first imported.
+
+The notebooks' tests run last, and the notebooks they read are executed in the background while the other tests
+run (one nbconvert at a time, beside a test process that mostly keeps one core busy): see `executed`.
+"""
 
 import os
+import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+import threading
 from pathlib import Path
 
 import nbformat
@@ -18,12 +24,28 @@ if not torch.cuda.is_available():
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    # The tests that read executed notebooks go last (in their own order), so that their notebooks can execute
+    # while the others run.
+    items.sort(key=lambda item: "executed" in getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_finish(session):
+    """Start executing the notebooks the selected tests will read, in the background (see `executed`)."""
+    wanted = notebooks_wanted(session.items)
+    if wanted:
+        session.config.stash[_EXECUTIONS] = _Executions(wanted, Path(tempfile.mkdtemp(prefix="ssog_lab_executed_")))
+
+
+def pytest_sessionfinish(session):
+    executions = session.config.stash.get(_EXECUTIONS, None)
+    if executions is not None:
+        executions.cancel()  # a session cut short (-x, Ctrl-C) leaves no nbconvert behind
+        shutil.rmtree(executions.folder, ignore_errors=True)
 
 
 def _skipped(item: pytest.Item) -> bool:
@@ -48,6 +70,71 @@ def notebooks_wanted(items: list[pytest.Item]) -> list[Path]:
     return sorted(wanted)
 
 
+class _Executions:
+    """Notebooks executed the ordinary way (see `executed`), each once, by worker threads that take the next
+    pending notebook until none is left: one worker from the start of the session (beside the other tests), more
+    when `wait` is called (then nothing else runs). Each worker runs its nbconvert as a subprocess with one thread
+    (OMP_NUM_THREADS=1: one process per core)."""
+
+    def __init__(self, notebooks: list[Path], folder: Path):
+        self.pending = list(notebooks)
+        self.results: dict[Path, tuple[nbformat.NotebookNode, str] | str] = {}
+        self.folder, self.second = folder, folder / "second_pass"
+        self.second.mkdir()
+        self.lock = threading.Lock()
+        self.env = {**os.environ, "SSOG_LAB_FAST": "1", "OMP_NUM_THREADS": "1",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
+        self.workers = [threading.Thread(target=self._work, daemon=True)]
+        self.workers[0].start()
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                if not self.pending:
+                    return
+                path = self.pending.pop(0)
+            self.results[path] = self._execute(path)
+
+    def _nbconvert(self, *args: str) -> str | None:
+        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=self.env,
+                              capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S)
+        return None if done.returncode == 0 else done.stderr[-5000:]
+
+    def _execute(self, path: Path) -> tuple[nbformat.NotebookNode, str] | str:
+        """The executed notebook and its HTML, or why it failed (a timeout too): kept for the tests of that
+        notebook only, not the whole session."""
+        out = self.folder / path.name
+        try:
+            error = (self._nbconvert("--to", "notebook", '--NotebookExporter.preprocessors=["run_twice.ExecuteTwice"]',
+                                     f"--ExecuteTwice.second_pass_dir={self.second}", "--output-dir",
+                                     str(self.folder), str(path))
+                     or self._nbconvert("--to", "html", str(out)))
+            return error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
+        except Exception as failure:
+            return f"{type(failure).__name__}: {failure}"
+
+    def cancel(self) -> None:
+        """Start no other notebook; wait for the ones running."""
+        with self.lock:
+            self.pending.clear()
+        for worker in self.workers:
+            worker.join()
+
+    def wait(self) -> None:
+        """Every wanted notebook executed: one worker per core from now on."""
+        cores = len(os.sched_getaffinity(0))
+        with self.lock:
+            extra = max(0, min(cores, len(self.pending)) - 1)
+        for _ in range(extra):
+            self.workers.append(threading.Thread(target=self._work, daemon=True))
+            self.workers[-1].start()
+        for worker in self.workers:
+            worker.join()
+
+
+_EXECUTIONS = pytest.StashKey[_Executions]()
+
+
 @pytest.fixture(scope="session")
 def executed(request, tmp_path_factory):
     """path -> (executed notebook, its HTML), made the ordinary way, with default settings:
@@ -56,55 +143,29 @@ def executed(request, tmp_path_factory):
         jupyter nbconvert --to html EXECUTED_NOTEBOOK           (what `--execute --to html` renders)
 
     in fast mode, each notebook at most once per session (tests/test_notebook_render.py, tests/test_browser.py).
-    Every notebook the session's tests will ask for is executed when the fixture is first used, one nbconvert per
-    core at a time: the executions overlap instead of queueing, and the browser tests that follow run on a quiet
-    machine.
+    The notebooks that the session's selected tests ask for start executing when collection ends, one at a time
+    beside the other tests (which mostly keep one core busy); the tests that read them run last, and the first
+    of them waits for the rest, executed one per core: the browser tests that follow run on a quiet machine.
     The project's environment configures nbconvert's HTML export (jupyter-config/, installed by `make`).
     The execution is `--execute`'s preprocessor run twice in one kernel (tests/run_twice.py): the notebook is the
     first pass, and `executed.second(path)` reads the second (Run All again, in the same kernel).
     """
-    cache: dict[Path, tuple[nbformat.NotebookNode, str] | str] = {}
-    folder = tmp_path_factory.mktemp("executed")
-    second = folder / "second_pass"
-    second.mkdir()
-    wanted = notebooks_wanted(request.session.items)
-    cores = len(os.sched_getaffinity(0))
-    workers = max(1, min(cores, len(wanted)))
-    # One nbconvert per core: each kernel's torch gets its share of the cores, not all of them.
-    env = {**os.environ, "SSOG_LAB_FAST": "1", "OMP_NUM_THREADS": str(max(1, cores // workers)),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
-
-    def nbconvert(*args: str) -> str | None:
-        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=env, capture_output=True,
-                              text=True, timeout=NOTEBOOK_TIMEOUT_S)
-        return None if done.returncode == 0 else done.stderr[-5000:]
-
-    def execute(path: Path) -> None:
-        """Into the cache: the executed notebook and its HTML, or why it failed (a timeout too), which `run`
-        reports in the tests of that notebook only."""
-        if path in cache:
-            return
-        out = folder / path.name
-        try:
-            error = (nbconvert("--to", "notebook", '--NotebookExporter.preprocessors=["run_twice.ExecuteTwice"]',
-                               f"--ExecuteTwice.second_pass_dir={second}", "--output-dir", str(folder), str(path))
-                     or nbconvert("--to", "html", str(out)))
-            cache[path] = error or (nbformat.read(out, as_version=4), out.with_suffix(".html").read_text())
-        except Exception as failure:  # kept for the notebook's own tests, not the whole session
-            cache[path] = f"{type(failure).__name__}: {failure}"
+    executions = request.config.stash.get(_EXECUTIONS, None)
+    if executions is None:  # no collected test asked for a notebook: `run` executes what it is given
+        executions = _Executions([], tmp_path_factory.mktemp("executed"))
+    executions.wait()
 
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
-        execute(path)
-        result = cache[path]
+        if path not in executions.results:
+            executions.results[path] = executions._execute(path)
+        result = executions.results[path]
         if isinstance(result, str):
             pytest.fail(f"{path.name} failed in nbconvert:\n{result}")
         return result
 
     def second_pass(path: Path) -> nbformat.NotebookNode:
         run(path)
-        return nbformat.read(second / f"{path.stem}.second.ipynb", as_version=4)
+        return nbformat.read(executions.second / f"{path.stem}.second.ipynb", as_version=4)
 
     run.second = second_pass
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # each job waits on its own subprocesses
-        list(pool.map(execute, wanted))
     return run

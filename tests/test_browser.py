@@ -23,12 +23,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import sync_playwright
 
 from ssog_lab import book
 from ssog_lab.viz.render import CONTROLS_NOTE, PLOTLY_MIME
@@ -147,6 +149,63 @@ def browser(tmp_path_factory):
         context.close()
 
 
+@dataclass
+class LabPage:
+    """A browser page with JupyterLab loaded, and what the page reported as errors since the last `clear`."""
+    page: Page
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="session")
+def lab_page(lab, browser):
+    """kind -> the JupyterLab page that the tests of that kind share, one kind open at a time (the tests come
+    grouped by kind: every notebook idle, then every notebook busy, then the executed files).
+
+    A learner loads the lab once and opens one notebook after another in it; the tests do the same, so the lab's
+    own JavaScript loads once per kind, inside the caller's machine load (the busy page loads with both cores
+    busy), and plotly.js once per page, when the first notebook's first figure draws. Each notebook still gets
+    its own kernel and widget manager. A page that a failed test left in doubt (a notebook it could not close)
+    is replaced."""
+    base, token, _, _ = lab
+    current: dict[str, LabPage] = {}
+
+    def page_for(kind: str) -> LabPage:
+        if kind in current and not current[kind].page.is_closed():
+            current[kind].errors.clear()
+            return current[kind]
+        for shared in current.values():
+            shared.page.close()
+        current.clear()
+        shared = LabPage(browser.new_page())
+        shared.page.on("console", lambda m: m.type == "error" and shared.errors.append(m.text[:300]))
+        shared.page.on("pageerror", lambda error: shared.errors.append(str(error)[:300]))
+        # `reset`: start from an empty workspace, not from one a previous run left.
+        shared.page.goto(f"{base}/lab?reset&token={token}")
+        shared.page.wait_for_function("() => window.jupyterapp")
+        shared.page.evaluate(LAB_READY_JS)
+        current[kind] = shared
+        return shared
+
+    yield page_for
+    for shared in current.values():
+        shared.page.close()
+
+
+@contextlib.contextmanager
+def notebook_open(shared: LabPage, path: str, to_run: bool):
+    """Open `path` in the shared lab page (to run: its kernel ready and its outputs cleared); yields the notebook's
+    locator. Afterwards the notebook is closed and its kernel shut down; a notebook that does not close takes the
+    page with it (the next test loads a fresh one)."""
+    notebook = shared.page.locator(f"#{shared.page.evaluate(OPEN_NOTEBOOK_JS, [path, to_run])}")
+    try:
+        yield notebook
+    finally:
+        try:
+            shared.page.evaluate(CLOSE_NOTEBOOK_JS)
+        except PlaywrightError:
+            shared.page.close()
+
+
 @pytest.fixture(scope="session")
 def screenshots(tmp_path_factory):
     """Where each notebook's screenshot goes: a temporary folder, or SSOG_LAB_SCREENSHOTS (the README's picture:
@@ -159,18 +218,25 @@ def screenshots(tmp_path_factory):
 
 
 # JavaScript run in the page. `window.jupyterapp` is the JupyterLab application (expose_app_in_browser).
-# The notebook's panel, once JupyterLab has opened it; kept as window.panel for the snippets below.
-FIND_PANEL_JS = """path => window.jupyterapp
-    && (window.panel = [...window.jupyterapp.shell.widgets('main')].find(w => w.context?.path === path))"""
+# The lab has loaded and restored its (reset, empty) workspace.
+LAB_READY_JS = "async () => { await window.jupyterapp.restored; }"
 
-OPEN_NOTEBOOK_JS = """async () => {
-    await window.jupyterapp.restored;
+# Open the notebook at `path` in the running lab and keep its panel as window.panel for the snippets below; to run
+# it, wait for its kernel and clear its outputs (blank prompts: [n] is ours). Returns the panel's id.
+OPEN_NOTEBOOK_JS = """async ([path, toRun]) => {
+    await window.jupyterapp.commands.execute('docmanager:open', {path});
+    window.panel = [...window.jupyterapp.shell.widgets('main')].find(w => w.context?.path === path);
     window.jupyterapp.shell.activateById(window.panel.id);
     await window.panel.context.ready;
-    await window.panel.sessionContext.ready;
-    await window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs');  // blank prompts: [n] is ours
+    if (toRun) {
+        await window.panel.sessionContext.ready;
+        await window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs');
+    }
     return window.panel.id;
 }"""
+
+# Close the notebook without the unsaved-changes dialog (dispose, not close: its outputs changed).
+CLOSE_NOTEBOOK_JS = "() => { window.panel?.dispose(); window.panel = undefined; }"
 
 # Start Run All without awaiting it here: its promise resolves (true, or false after an error) in window.
 RUN_ALL_JS = """() => {
@@ -303,50 +369,55 @@ def live_figure_count(nb: nbformat.NotebookNode) -> int:
                if out.get("data", {}).get("text/plain", "").endswith(CONTROLS_NOTE))
 
 
-@pytest.mark.parametrize("load", ["idle", "busy"])
+def run_all_and_move_every_figure(page, notebook, name: str, label: str, expected: int, lab_log: Path) -> str:
+    """Run All in the open notebook, check that every cell ran without an error, then move the main control of
+    each of its `expected` live figures (each must redraw on the first move). Returns a summary."""
+    start = time.monotonic()
+    page.evaluate(RUN_ALL_JS)
+    wait_until(page, SETTLED_JS, None, RUN_ALL_TIMEOUT_S, f"{name}: Run All did not finish")
+    ran = time.monotonic() - start
+    status = page.evaluate("() => window.panel.sessionContext.session.kernel.status")
+    assert status != "dead", f"{name}: the kernel died during Run All (see {lab_log})"
+    errors = page.evaluate(ERRORS_JS)
+    assert not errors, f"{name}: error output after Run All:\n" + "\n".join(errors)
+    assert page.evaluate(NOT_RUN_JS) == [], f"{name}: these cells did not run"
+    assert page.evaluate("() => window.runAllResult") is True, f"{name}: Run All reported a failure"
+    figures = live_figures(page, notebook)
+    if expected:  # the kernel is idle once the cells ran, but a view may reach the page later
+        wait_until(page, "() => window.panel.node.querySelectorAll('.widget-slider, .widget-dropdown, "
+                         ".widget-checkbox').length > 0", None, 60, f"{name}: no control shown")
+        figures.nth(expected - 1).wait_for(state="attached", timeout=60_000)
+    assert figures.count() == expected, \
+        f"{name}: {figures.count()} live figures with a control shown, {expected} displayed by the kernel"
+    moves = [figure_redraws(page, figures.nth(k), f"{name}, live figure {k + 1} of {expected} ({label})")
+             for k in range(expected)]
+    slowest = max((seconds for _, seconds in moves), default=0.0)
+    return (f"ran all cells in {ran:.0f} s; {len(moves)} live figures redrew on the first move, the slowest "
+            f"{slowest:.1f} s after it")
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_every_live_figure_follows_its_controls(name, load, lab, browser, executed, screenshots):
+@pytest.mark.parametrize("load", ["idle", "busy"])  # outer: every notebook idle, then every notebook busy
+def test_every_live_figure_follows_its_controls(name, load, lab, lab_page, executed, screenshots):
     base, token, lab_log, _ = lab
     expected = live_figure_count(executed(ROOT / "notebooks" / f"{name}.ipynb")[0])
-    page = browser.new_page()
-    page_errors = []  # printed with the screenshot: what the page itself reported (e.g. a widget that failed)
-    page.on("console", lambda message: message.type == "error" and page_errors.append(message.text[:300]))
-    page.on("pageerror", lambda error: page_errors.append(str(error)[:300]))
+    shared = None
     try:
         with machine_load(load):
-            # `reset`: start from an empty workspace, not from the one the previous notebook left.
             start = time.monotonic()
-            page.goto(f"{base}/lab/tree/{name}.ipynb?reset&token={token}")
-            page.wait_for_function(FIND_PANEL_JS, arg=f"{name}.ipynb")
-            notebook = page.locator(f"#{page.evaluate(OPEN_NOTEBOOK_JS)}")
-            opened = time.monotonic()
-            page.evaluate(RUN_ALL_JS)
-            wait_until(page, SETTLED_JS, None, RUN_ALL_TIMEOUT_S, f"{name}: Run All did not finish")
-            ran = time.monotonic()
-            status = page.evaluate("() => window.panel.sessionContext.session.kernel.status")
-            assert status != "dead", f"{name}: the kernel died during Run All (see {lab_log})"
-            errors = page.evaluate(ERRORS_JS)
-            assert not errors, f"{name}: error output after Run All:\n" + "\n".join(errors)
-            assert page.evaluate(NOT_RUN_JS) == [], f"{name}: these cells did not run"
-            assert page.evaluate("() => window.runAllResult") is True, f"{name}: Run All reported a failure"
-            figures = live_figures(page, notebook)
-            if expected:  # the kernel is idle once the cells ran, but a view may reach the page later
-                wait_until(page, "() => window.panel.node.querySelectorAll('.widget-slider, .widget-dropdown, "
-                                 ".widget-checkbox').length > 0", None, 60, f"{name}: no control shown")
-                figures.nth(expected - 1).wait_for(state="attached", timeout=60_000)
-            assert figures.count() == expected, \
-                f"{name}: {figures.count()} live figures with a control shown, {expected} displayed by the kernel"
-            moves = [figure_redraws(page, figures.nth(k), f"{name}, live figure {k + 1} of {expected} ({load})")
-                     for k in range(expected)]
-        slowest = max((seconds for _, seconds in moves), default=0.0)
-        print(f"{name} ({load}): opened in {opened - start:.0f} s, ran all cells in {ran - opened:.0f} s; "
-              f"{len(moves)} live figures redrew on the first move, the slowest {slowest:.1f} s after it")
-        page.wait_for_timeout(300)  # let plotly finish painting before the screenshot
+            shared = lab_page(load)
+            with notebook_open(shared, f"{name}.ipynb", to_run=True) as notebook:
+                opened = time.monotonic() - start
+                try:
+                    summary = run_all_and_move_every_figure(shared.page, notebook, name, load, expected, lab_log)
+                    print(f"{name} ({load}): opened in {opened:.0f} s, {summary}")
+                    shared.page.wait_for_timeout(300)  # let plotly finish painting before the screenshot
+                finally:
+                    shared.page.screenshot(path=screenshots / (f"{name}.png" if load == "idle" else
+                                                               f"{name}_{load}.png"))
     finally:
-        path = screenshots / (f"{name}.png" if load == "idle" else f"{name}_{load}.png")
-        page.screenshot(path=path)
-        print(f"{name}: {path}" + "".join(f"\n  page error: {text}" for text in page_errors))
-        page.close()
+        if shared is not None:  # what the page itself reported (e.g. a widget that failed)
+            print(f"{name} ({load}):" + "".join(f"\n  page error: {text}" for text in shared.errors))
         shut_down(base, token, "sessions")  # and their kernels: free the CPU and memory for the next notebook
 
 
@@ -362,7 +433,7 @@ STATIC_VIEW_JS = """() => {
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_executed_notebook_shows_its_figures_without_running(name, lab, browser, executed, screenshots):
+def test_executed_notebook_shows_its_figures_without_running(name, lab, lab_page, executed, screenshots):
     """The notebook file an instructor hands out (executed elsewhere, so not trusted here): JupyterLab has no
     widget model for its outputs and must draw each figure from its static plotly view."""
     base, token, _, served = lab
@@ -370,18 +441,15 @@ def test_executed_notebook_shows_its_figures_without_running(name, lab, browser,
     figures = sum(1 for cell in nb.cells for out in cell.get("outputs", []) if PLOTLY_MIME in out.get("data", {}))
     path = f"executed_{name}.ipynb"
     nbformat.write(nb, served / path)
-    page = browser.new_page()
+    shared = lab_page("executed")
     try:
-        page.goto(f"{base}/lab/tree/{path}?reset&token={token}")
-        page.wait_for_function(FIND_PANEL_JS, arg=path)
-        page.evaluate("async () => { await window.jupyterapp.restored; await window.panel.context.ready; }")
-        wait_until(page, f"() => ({STATIC_VIEW_JS})().plots >= {figures}", None, 60,
-                   f"{name}: fewer than {figures} drawn figures ({page.evaluate(STATIC_VIEW_JS)})")
-        view = page.evaluate(STATIC_VIEW_JS)
-        assert view["plots"] == figures and not view["broken"], f"{name}: {view}"
+        with notebook_open(shared, path, to_run=False):
+            wait_until(shared.page, f"() => ({STATIC_VIEW_JS})().plots >= {figures}", None, 60,
+                       f"{name}: fewer than {figures} drawn figures ({shared.page.evaluate(STATIC_VIEW_JS)})")
+            view = shared.page.evaluate(STATIC_VIEW_JS)
+            shared.page.screenshot(path=screenshots / f"executed_{name}.png")
+            assert view["plots"] == figures and not view["broken"], f"{name}: {view}"
     finally:
-        page.screenshot(path=screenshots / f"executed_{name}.png")
-        page.close()
         shut_down(base, token, "sessions")
 
 
