@@ -93,14 +93,14 @@ class _Executions:
                 if not self.pending:
                     return
                 path = self.pending.pop(0)
-            self.results[path] = self._execute(path)
+            self.results[path] = self.execute(path)
 
     def _nbconvert(self, *args: str) -> str | None:
         done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=self.env,
                               capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S)
         return None if done.returncode == 0 else done.stderr[-5000:]
 
-    def _execute(self, path: Path) -> tuple[nbformat.NotebookNode, str] | str:
+    def execute(self, path: Path) -> tuple[nbformat.NotebookNode, str] | str:
         """The executed notebook and its HTML, or why it failed (a timeout too): kept for the tests of that
         notebook only, not the whole session."""
         out = self.folder / path.name
@@ -157,7 +157,7 @@ def executed(request, tmp_path_factory):
 
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
         if path not in executions.results:
-            executions.results[path] = executions._execute(path)
+            executions.results[path] = executions.execute(path)
         result = executions.results[path]
         if isinstance(result, str):
             pytest.fail(f"{path.name} failed in nbconvert:\n{result}")
