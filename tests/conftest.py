@@ -36,6 +36,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """Start executing the notebooks the selected tests will read, in the background (see `executed`)."""
+    if session.config.option.collectonly or session.testsfailed:  # nothing will run
+        return
     wanted = notebooks_wanted(session.items)
     if wanted:
         session.config.stash[_EXECUTIONS] = _Executions(wanted, Path(tempfile.mkdtemp(prefix="ssog_lab_executed_")))
@@ -44,7 +46,7 @@ def pytest_collection_finish(session):
 def pytest_sessionfinish(session):
     executions = session.config.stash.get(_EXECUTIONS, None)
     if executions is not None:
-        executions.cancel()  # a session cut short (-x, Ctrl-C) leaves no nbconvert behind
+        executions.cancel()  # a session cut short (-x, Ctrl-C) stops its nbconvert
         shutil.rmtree(executions.folder, ignore_errors=True)
 
 
@@ -74,7 +76,7 @@ class _Executions:
     """Notebooks executed the ordinary way (see `executed`), each once, by worker threads that take the next
     pending notebook until none is left: one worker from the start of the session (beside the other tests), more
     when `wait` is called (then nothing else runs). Each worker runs its nbconvert as a subprocess with one thread
-    (OMP_NUM_THREADS=1: one process per core)."""
+    (OMP_NUM_THREADS=1: one process per core); `cancel` stops them (the kernel exits with its nbconvert)."""
 
     def __init__(self, notebooks: list[Path], folder: Path):
         self.pending = list(notebooks)
@@ -82,6 +84,8 @@ class _Executions:
         self.folder, self.second = folder, folder / "second_pass"
         self.second.mkdir()
         self.lock = threading.Lock()
+        self.running: set[subprocess.Popen] = set()
+        self.cancelled = False
         self.env = {**os.environ, "SSOG_LAB_FAST": "1", "OMP_NUM_THREADS": "1",
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
         self.workers = [threading.Thread(target=self._work, daemon=True)]
@@ -96,9 +100,23 @@ class _Executions:
             self.results[path] = self.execute(path)
 
     def _nbconvert(self, *args: str) -> str | None:
-        done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", *args], env=self.env,
-                              capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S)
-        return None if done.returncode == 0 else done.stderr[-5000:]
+        """None, or why it failed: its stderr's end, a timeout, or a cancel."""
+        with self.lock:
+            if self.cancelled:
+                return "cancelled"
+            process = subprocess.Popen([sys.executable, "-m", "jupyter", "nbconvert", *args], env=self.env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.running.add(process)
+        try:
+            _, stderr = process.communicate(timeout=NOTEBOOK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+            return f"timed out after {NOTEBOOK_TIMEOUT_S} s:\n{stderr[-5000:]}"
+        finally:
+            with self.lock:
+                self.running.discard(process)
+        return None if process.returncode == 0 else stderr[-5000:]
 
     def execute(self, path: Path) -> tuple[nbformat.NotebookNode, str] | str:
         """The executed notebook and its HTML, or why it failed (a timeout too): kept for the tests of that
@@ -114,9 +132,12 @@ class _Executions:
             return f"{type(failure).__name__}: {failure}"
 
     def cancel(self) -> None:
-        """Start no other notebook; wait for the ones running."""
+        """Start no other nbconvert, stop the running ones, and wait for the workers."""
         with self.lock:
             self.pending.clear()
+            self.cancelled = True
+            for process in self.running:
+                process.terminate()
         for worker in self.workers:
             worker.join()
 
@@ -124,7 +145,7 @@ class _Executions:
         """Every wanted notebook executed: one worker per core from now on."""
         cores = len(os.sched_getaffinity(0))
         with self.lock:
-            extra = max(0, min(cores, len(self.pending)) - 1)
+            extra = min(cores - 1, len(self.pending))  # beside the worker already running
         for _ in range(extra):
             self.workers.append(threading.Thread(target=self._work, daemon=True))
             self.workers[-1].start()

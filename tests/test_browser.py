@@ -28,7 +28,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -151,7 +150,7 @@ def browser(tmp_path_factory):
 
 @dataclass
 class LabPage:
-    """A browser page with JupyterLab loaded, and what the page reported as errors since the last `clear`."""
+    """A browser page with JupyterLab loaded, and the errors the page reported since the current test took it."""
     page: Page
     errors: list[str] = field(default_factory=list)
 
@@ -164,8 +163,8 @@ def lab_page(lab, browser):
     A learner loads the lab once and opens one notebook after another in it; the tests do the same, so the lab's
     own JavaScript loads once per kind, inside the caller's machine load (the busy page loads with both cores
     busy), and plotly.js once per page, when the first notebook's first figure draws. Each notebook still gets
-    its own kernel and widget manager. A page that a failed test left in doubt (a notebook it could not close)
-    is replaced."""
+    its own kernel and widget manager. A page that a failed test closed (see `notebook_open`) is replaced, so one
+    notebook's failure cannot leave anything behind for the next."""
     base, token, _, _ = lab
     current: dict[str, LabPage] = {}
 
@@ -179,10 +178,14 @@ def lab_page(lab, browser):
         shared = LabPage(browser.new_page())
         shared.page.on("console", lambda m: m.type == "error" and shared.errors.append(m.text[:300]))
         shared.page.on("pageerror", lambda error: shared.errors.append(str(error)[:300]))
-        # `reset`: start from an empty workspace, not from one a previous run left.
-        shared.page.goto(f"{base}/lab?reset&token={token}")
-        shared.page.wait_for_function("() => window.jupyterapp")
-        shared.page.evaluate(LAB_READY_JS)
+        try:
+            # `reset`: start from an empty workspace, not from one a previous run left.
+            shared.page.goto(f"{base}/lab?reset&token={token}")
+            shared.page.wait_for_function("() => window.jupyterapp")
+            shared.page.evaluate(LAB_READY_JS)
+        except BaseException:
+            shared.page.close()
+            raise
         current[kind] = shared
         return shared
 
@@ -194,15 +197,15 @@ def lab_page(lab, browser):
 @contextlib.contextmanager
 def notebook_open(shared: LabPage, path: str, to_run: bool):
     """Open `path` in the shared lab page (to run: its kernel ready and its outputs cleared); yields the notebook's
-    locator. Afterwards the notebook is closed and its kernel shut down; a notebook that does not close takes the
-    page with it (the next test loads a fresh one)."""
-    notebook = shared.page.locator(f"#{shared.page.evaluate(OPEN_NOTEBOOK_JS, [path, to_run])}")
+    locator, and closes the notebook afterwards (the caller shuts its kernel down). If opening it or the caller's
+    block fails, or it does not close, the page is closed instead: the next test loads a fresh one."""
+    failed = True
     try:
-        yield notebook
+        yield shared.page.locator(f"#{shared.page.evaluate(OPEN_NOTEBOOK_JS, [path, to_run])}")
+        shared.page.evaluate(CLOSE_NOTEBOOK_JS)
+        failed = False
     finally:
-        try:
-            shared.page.evaluate(CLOSE_NOTEBOOK_JS)
-        except PlaywrightError:
+        if failed:
             shared.page.close()
 
 
@@ -407,7 +410,7 @@ def test_every_live_figure_follows_its_controls(name, load, lab, lab_page, execu
             start = time.monotonic()
             shared = lab_page(load)
             with notebook_open(shared, f"{name}.ipynb", to_run=True) as notebook:
-                opened = time.monotonic() - start
+                opened = time.monotonic() - start  # with the lab's own load for the first notebook of a kind
                 try:
                     summary = run_all_and_move_every_figure(shared.page, notebook, name, load, expected, lab_log)
                     print(f"{name} ({load}): opened in {opened:.0f} s, {summary}")
