@@ -447,11 +447,13 @@ def test_executed_notebook_shows_its_figures_without_running(name, lab, lab_page
     shared = lab_page("executed")
     try:
         with notebook_open(shared, path, to_run=False):
-            wait_until(shared.page, f"() => ({STATIC_VIEW_JS})().plots >= {figures}", None, 60,
-                       f"{name}: fewer than {figures} drawn figures ({shared.page.evaluate(STATIC_VIEW_JS)})")
-            view = shared.page.evaluate(STATIC_VIEW_JS)
-            shared.page.screenshot(path=screenshots / f"executed_{name}.png")
-            assert view["plots"] == figures and not view["broken"], f"{name}: {view}"
+            try:
+                wait_until(shared.page, f"() => ({STATIC_VIEW_JS})().plots >= {figures}", None, 60,
+                           f"{name}: fewer than {figures} drawn figures ({shared.page.evaluate(STATIC_VIEW_JS)})")
+                view = shared.page.evaluate(STATIC_VIEW_JS)
+                assert view["plots"] == figures and not view["broken"], f"{name}: {view}"
+            finally:
+                shared.page.screenshot(path=screenshots / f"executed_{name}.png")
     finally:
         shut_down(base, token, "sessions")
 
