@@ -47,7 +47,9 @@ def test_a_run_trains_through_its_solver_and_records_every_solve(monkeypatch, tm
     assert {k: len(v) for k, v in json.loads(row["nfe_per_epoch"]).items()} == {"0.001": 1, "1e-06": 1}
     assert 0 < row["jacobian_norm_start"] <= row["lipschitz_bound"]  # measured below the certified bound
     assert 0 < row["jacobian_norm_end"] <= row["lipschitz_bound"]
-    assert row["dopri5_images_per_s_0.001"] > row["dopri5_images_per_s_1e-06"] > 0
+    # Speeds are only recorded here: which tolerance solves faster is the benchmark's to measure (the NFE above
+    # is the deterministic side of it); comparing two timings would fail whenever the machine is busy.
+    assert row["dopri5_images_per_s_0.001"] > 0 and row["dopri5_images_per_s_1e-06"] > 0
     trained = ode_solutions.model_and_recipe(run)[0]
     trained.load_state_dict(torch.load(ode_solutions.weights_path(run)))  # the weights are kept
 
