@@ -8,8 +8,9 @@ A training step is `ssog_lab.bench.measure.train_step` (forward, cross-entropy, 
 of a case is built and warmed up first; then each round times one step of every mixer, in a rotated order, so
 that all mixers share the machine's load. Steps are timed in this process's CPU time (time.process_time: on a
 shared machine, time spent waiting for a core does not count; with several threads it adds up their time).
-Reported: the median ms per step and images/s, and the speed against SDPA (SDPA's time ÷ the mixer's, ≥ 1 means
-faster) as the median of the per-round ratios, which a shared machine disturbs less than a ratio of medians.
+Reported: the median ms per step and images/s, the speed against SDPA (SDPA's time ÷ the mixer's, ≥ 1 means
+faster) as the median of the per-round ratios, which a shared machine disturbs less than a ratio of medians, and the
+median number of minor page faults per step (first touches of memory the allocator took fresh from the kernel).
 `bench --train` gives images/s and peak memory per configuration, each in its own process; this script gives the
 paired ratios. --profile prints torch.profiler's operator table of a few steps per mixer.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import resource
 import shlex
 import statistics
 import sys
@@ -80,7 +82,8 @@ def _profile(case: str, mixer: str, run) -> None:
 
 def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, warmup: int,
             profile: bool = False) -> list[dict]:
-    """One row per mixer: median ms per step, images/s, and speed against mixers[0] (median of per-round ratios)."""
+    """One row per mixer: median ms per step, images/s, speed against mixers[0] (median of per-round ratios) and
+    median minor page faults per step."""
     runs = {}
     for mixer in mixers:
         model, images, labels, optimizer = _setup(case, mixer, ssog_overrides)
@@ -90,15 +93,18 @@ def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, war
         if profile:
             _profile(case, mixer, runs[mixer])
     times: dict[str, list[float]] = {m: [] for m in mixers}
+    faults: dict[str, list[int]] = {m: [] for m in mixers}
     for r in range(rounds):
         for mixer in mixers[r % len(mixers):] + mixers[:r % len(mixers)]:  # rotated: no mixer always first
-            start = time.process_time()
+            faulted, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time()
             runs[mixer]()
             times[mixer].append(time.process_time() - start)
+            faults[mixer].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted)
     batch = CASES[case][2]
     base = times[mixers[0]]
     return [dict(case=case, mixer=m, ms=1e3 * statistics.median(t), images_per_s=batch / statistics.median(t),
-                 speed=statistics.median(b / s for b, s in zip(base, t, strict=True))) for m, t in times.items()]
+                 speed=statistics.median(b / s for b, s in zip(base, t, strict=True)),
+                 faults=statistics.median(faults[m])) for m, t in times.items()]
 
 
 def main() -> None:
@@ -110,9 +116,10 @@ def main() -> None:
     rows = []
     for case in args.case:  # the table after all cases: --profile prints while measuring
         rows += measure(case, args.mixer, ssog_overrides, args.rounds, args.warmup, args.profile)
-    table = "\n".join([f"| case | mixer | ms / step | images/s | speed ÷ {args.mixer[0]} |", "|---|---|---:|---:|---:|",
-                       *(f"| {r['case']} | {r['mixer']} | {r['ms']:.1f} | {r['images_per_s']:.1f} | {r['speed']:.2f} |"
-                         for r in rows)])
+    table = "\n".join([f"| case | mixer | ms / step | images/s | speed ÷ {args.mixer[0]} | page faults / step |",
+                       "|---|---|---:|---:|---:|---:|",
+                       *(f"| {r['case']} | {r['mixer']} | {r['ms']:.1f} | {r['images_per_s']:.1f} | {r['speed']:.2f} "
+                         f"| {r['faults']:.0f} |" for r in rows)])
     print("\n" + table)
     if args.out:
         host = machine()
@@ -128,7 +135,7 @@ def main() -> None:
             f"at the library's defaults{' with ' + ' '.join(args.set) + ' for SSoG' if args.set else ''}. "
             f"Every model is warmed up ({args.warmup} steps), then {args.rounds} rounds each time one step of every "
             "mixer in a rotated order, in CPU time. Speed is the median of the per-round ratios (≥ 1: faster "
-            f"than {args.mixer[0]}); ms and images/s are medians.", "",
+            f"than {args.mixer[0]}); ms, images/s and minor page faults per step are medians.", "",
             f"Cases: {cases}.", "", table, ""]))
 
 

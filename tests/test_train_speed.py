@@ -1,0 +1,41 @@
+"""scripts/train_speed.py: the paired training-step ratios of every mixer against SDPA, and its results file."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "train_speed.py"
+
+
+@pytest.fixture(scope="module")
+def train_speed():
+    spec = importlib.util.spec_from_file_location("train_speed", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_mixer_gets_a_paired_speed_and_its_page_faults(train_speed):
+    rows = train_speed.measure("nano7", ["sdpa", "ssog"], {}, rounds=2, warmup=1)
+    assert [(r["case"], r["mixer"]) for r in rows] == [("nano7", "sdpa"), ("nano7", "ssog")]
+    assert rows[0]["speed"] == 1.0  # the baseline against itself, round by round
+    assert all(r["ms"] > 0 and r["images_per_s"] == pytest.approx(128 / (r["ms"] / 1e3)) and r["faults"] >= 0
+               for r in rows)
+
+
+def test_the_results_file_names_its_command_and_host_and_is_not_overwritten(train_speed, tmp_path, monkeypatch):
+    out = tmp_path / "speed.md"
+    rows = [dict(case="nano7", mixer="sdpa", ms=2.0, images_per_s=64e3, speed=1.0, faults=3),
+            dict(case="nano7", mixer="ssog", ms=1.0, images_per_s=128e3, speed=2.0, faults=0)]
+    monkeypatch.setattr(train_speed, "measure", lambda case, mixers, *_: [r for r in rows if r["mixer"] in mixers])
+    argv = ["train_speed.py", "--case", "nano7", "--mixer", "sdpa", "ssog", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    train_speed.main()
+    text = out.read_text()
+    assert f"python scripts/train_speed.py --case nano7 --mixer sdpa ssog --out {out}" in text and "Host: " in text
+    assert "| nano7 | ssog | 1.0 | 128000.0 | 2.00 | 0 |" in text
+    with pytest.raises(SystemExit, match="--overwrite"):
+        train_speed.main()
+    assert out.read_text() == text
