@@ -18,6 +18,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_TIMEOUT_S = 600
+_THREADS = torch.get_num_threads()  # torch's default (OMP_NUM_THREADS, else one per core)
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -41,6 +42,14 @@ def pytest_collection_finish(session):
     wanted = notebooks_wanted(session.items)
     if wanted:
         session.config.stash[_EXECUTIONS] = _Executions(wanted, Path(tempfile.mkdtemp(prefix="ssog_lab_executed_")))
+
+
+def pytest_runtest_setup(item):
+    """A test gets one torch thread while a notebook executes in the background, every core otherwise: two threads
+    beside the notebook's would share a core with it, and OpenMP's threads, each waiting for the slowest, then run
+    at about half speed (one process per core, as the long jobs run)."""
+    executions = item.config.stash.get(_EXECUTIONS, None)
+    torch.set_num_threads(1 if executions is not None and executions.busy() else _THREADS)
 
 
 def pytest_sessionfinish(session):
@@ -131,6 +140,10 @@ class _Executions:
         except Exception as failure:
             return f"{type(failure).__name__}: {failure}"
 
+    def busy(self) -> bool:
+        """Whether a worker is still executing notebooks."""
+        return any(worker.is_alive() for worker in self.workers)
+
     def cancel(self) -> None:
         """Start no other nbconvert, stop the running ones, and wait for the workers."""
         with self.lock:
@@ -165,8 +178,9 @@ def executed(request, tmp_path_factory):
 
     in fast mode, each notebook at most once per session (tests/test_notebook_render.py, tests/test_browser.py).
     The notebooks that the session's selected tests ask for start executing when collection ends, one at a time
-    beside the other tests (which mostly keep one core busy); the tests that read them run last, and the first
-    of them waits for the rest, executed one per core: the browser tests that follow run on a quiet machine.
+    beside the other tests (which meanwhile get one thread each, `pytest_runtest_setup`); the tests that read them
+    run last, and the first of them waits for the rest, executed one per core: the browser tests that follow run
+    on a quiet machine.
     The project's environment configures nbconvert's HTML export (jupyter-config/, installed by `make`).
     The execution is `--execute`'s preprocessor run twice in one kernel (tests/run_twice.py): the notebook is the
     first pass, and `executed.second(path)` reads the second (Run All again, in the same kernel).
