@@ -10,7 +10,8 @@ that all mixers share the machine's load. Steps are timed in this process's CPU 
 shared machine, time spent waiting for a core does not count; with several threads it adds up their time).
 Reported: the median ms per step and images/s, the speed against SDPA (SDPA's time ÷ the mixer's, ≥ 1 means
 faster) as the median of the per-round ratios, which a shared machine disturbs less than a ratio of medians, and the
-median number of minor page faults per step (first touches of memory the allocator took fresh from the kernel).
+median number of minor page faults per step (mostly first touches of memory the allocator took fresh from the
+kernel).
 `bench --train` gives images/s and peak memory per configuration, each in its own process; this script gives the
 paired ratios. --profile prints torch.profiler's operator table of a few steps per mixer.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import resource
 import shlex
 import statistics
@@ -123,11 +125,13 @@ def main() -> None:
     print("\n" + table)
     if args.out:
         host = machine()
+        # glibc's allocator settings change the page faults (docs/DESIGN.md §3): the command carries them
+        malloc_env = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_"))
         cases = "; ".join(f"{name}: {CASES[name][0]}, {CASES[name][1] or 'defaults'}, batch {CASES[name][2]}"
                           for name in args.case)
         atomic_write(args.out, "\n".join([
             "# Training step against SDPA, side by side (CPU)", "",
-            f"Made by `OMP_NUM_THREADS={args.threads} python scripts/train_speed.py "
+            f"Made by `{malloc_env}OMP_NUM_THREADS={args.threads} python scripts/train_speed.py "
             f"{shlex.join(sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
             f"commit `{git_commit()}`.",
             f"Host: {host['cpu_model']} ({host['cpu_flags'] or 'no AVX-512/AMX'}), {host['threads']} thread(s).", "",

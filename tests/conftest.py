@@ -45,11 +45,17 @@ def pytest_collection_finish(session):
 
 
 def pytest_runtest_setup(item):
-    """A test gets one torch thread while a notebook executes in the background, every core otherwise: two threads
-    beside the notebook's would share a core with it, and OpenMP's threads, each waiting for the slowest, then run
-    at about half speed (one process per core, as the long jobs run)."""
+    """A test's own torch ops get one thread while a notebook executes in the background, every core otherwise:
+    two threads beside the notebook's would share a core with it, and OpenMP's threads, each waiting for the
+    slowest, then run at about half speed (one process per core, as the long jobs run). Subprocesses that a test
+    starts choose their own threads. The `executed` fixture gives the threads back once the notebooks are done."""
     executions = item.config.stash.get(_EXECUTIONS, None)
-    torch.set_num_threads(1 if executions is not None and executions.busy() else _THREADS)
+    _set_threads(1 if executions is not None and executions.busy() else _THREADS)
+
+
+def _set_threads(threads: int) -> None:
+    if torch.get_num_threads() != threads:  # setting it rebuilds the thread pools: only on a change
+        torch.set_num_threads(threads)
 
 
 def pytest_sessionfinish(session):
@@ -189,6 +195,7 @@ def executed(request, tmp_path_factory):
     if executions is None:  # no collected test asked for a notebook: `run` executes what it is given
         executions = _Executions([], tmp_path_factory.mktemp("executed"))
     executions.wait()
+    _set_threads(_THREADS)  # the machine is quiet now (this test's setup ran while the notebooks executed)
 
     def run(path: Path) -> tuple[nbformat.NotebookNode, str]:
         if path not in executions.results:
