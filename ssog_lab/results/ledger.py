@@ -34,8 +34,10 @@ RESULTS_DIR = repository.RESULTS_DIR
 VERDICTS = ("met", "missed", "level", "proxy", "not measured")
 VERDICT_NOTES = {
     "met": "the measurement reaches the paper's number in the setting the row names (speed and memory: the host "
-           "and batch it names, where the paper measured GPUs at matched batch), in every repeat of it",
-    "missed": "the measurement falls short of it by more than its measured noise",
+           "and batch it names, where the paper measured GPUs at matched batch), in every repeat of it and on every "
+           "stored host",
+    "missed": "the measurement falls short of it by more than its measured noise (speed and memory: in every run on "
+              "at least one stored host)",
     "level": "the paper's number lies inside the measured noise (the spread of a repeated run, or the seeds' standard "
              "deviation): neither met nor missed",
     "proxy": "measured on another data set or resolution than the paper's (e.g. Fashion-MNIST, not CIFAR-100 at "

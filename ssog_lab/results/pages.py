@@ -37,7 +37,8 @@ def results_table(results_dir: str | Path = RESULTS_DIR) -> str:
     legend = ("**met** / **missed**: the measurement reaches the paper's number, or falls short of it beyond its "
               "noise; **level**: inside the noise; **proxy**: measured on another data set or resolution (not "
               "CIFAR-100 at 224²), shown but not scored; **not measured**: no current measurement. Speed and memory: "
-              "ViT-Tiny at 1024², batch 1, on the CPU named (the paper measured GPUs). Each number with its file "
+              "ViT-Tiny at 1024², batch 1, on each CPU named (the paper measured GPUs), met only if met on every one. "
+              "Each number with its file "
               "and the verdicts' exact rules: [docs/results/README.md](docs/results/README.md).")
     return "\n".join(lines) + "\n\n" + legend
 
