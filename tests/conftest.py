@@ -4,6 +4,7 @@ The notebooks' tests run last, and the notebooks they read are executed in the b
 run (one nbconvert at a time, beside a test process that mostly keeps one core busy): see `executed`.
 """
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -173,6 +174,17 @@ class _Executions:
 
 
 _EXECUTIONS = pytest.StashKey[_Executions]()
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """name -> the module of scripts/<name>.py, imported from its file (scripts/ is not a package)."""
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load
 
 
 @pytest.fixture(scope="session")

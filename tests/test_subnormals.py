@@ -2,9 +2,6 @@
 mixers apply, and a planted subnormal activation is found under its module's name. The flush comparison script
 pairs operator times with flushing off and on."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -59,13 +56,10 @@ def test_census_finds_a_planted_subnormal_layernorm_output():
     assert "| LayerNorm |" in census_markdown(list(rows.values()))
 
 
-def test_flush_compare_pairs_rows_and_reports_the_ratio_range(tmp_path):
+def test_flush_compare_pairs_rows_and_reports_the_ratio_range(tmp_path, load_script):
     """scripts/flush_compare.py: times of the same (grid, op) side by side, on ÷ off over every time, and a clear
     exit when a folder of the pair was not measured the way its place in the pair says."""
-    script = Path(__file__).parents[1] / "scripts" / "flush_compare.py"
-    spec = importlib.util.spec_from_file_location("flush_compare", script)
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = load_script("flush_compare")
 
     def measured(folder, flushed, scale):
         rows = [{"grid": f"{s}×{s}", "tokens": s * s, "op": op, "forward_ms": scale * s, "forward_backward_ms": 3 * s,

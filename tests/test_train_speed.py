@@ -1,21 +1,14 @@
 """scripts/train_speed.py: the paired training-step ratios of every mixer against SDPA, and its results file."""
 
-import importlib.util
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "train_speed.py"
-
 
 @pytest.fixture(scope="module")
-def train_speed():
-    spec = importlib.util.spec_from_file_location("train_speed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def train_speed(load_script):
+    return load_script("train_speed")
 
 
 def test_each_mixer_gets_a_paired_speed_and_its_page_faults(train_speed, monkeypatch):
