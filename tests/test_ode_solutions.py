@@ -75,7 +75,7 @@ def test_finer_solvers_converge_to_the_solution_of_a_linear_ode():
 
 def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
     def row(seed, accuracy, rk4_fine, dopri5):
-        numbers = {k: 1.0 for k in ode_solutions.NUMBERS}
+        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": 7}
         return {**numbers, "mixer": "ssog", "solver": "rk4, 4 steps", "seed": seed, "accuracy": accuracy,
                 "accuracy_rk4_fine": rk4_fine, "accuracy_dopri5": dopri5, "cpu_model": "x", "cpu_flags": "",
                 "threads": 1, "commit": "c"}
@@ -90,7 +90,7 @@ def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
 
 def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_solutions_for_every_mixer():
     def row(mixer, solver, seed, shift):
-        numbers = {k: 1.0 for k in ode_solutions.NUMBERS}
+        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": 7}
         return {**numbers, "mixer": mixer, "solver": solver, "seed": seed, "accuracy": 0.8,
                 "accuracy_rk4_fine": 0.8 + shift, "accuracy_dopri5": 0.8, "cpu_model": "x", "cpu_flags": "",
                 "threads": 1, "commit": "c", "lipschitz_bound": 900.0 + seed if mixer == "ssog" else None,
@@ -154,3 +154,60 @@ def test_the_shipped_one_step_model_is_no_solution():
     metadata = json.loads(path.with_suffix(".json").read_text())
     assert abs(metadata["test_accuracy"] - metadata["test_accuracy_dopri5"]) > ode_solutions.CRITERION_POINTS / 100
     assert metadata["feature_distance_dopri5"] > 0.1
+
+
+def test_matched_cost_solves_every_kept_model_at_each_tolerance_and_writes_its_command(monkeypatch, tmp_path):
+    _tiny(monkeypatch)
+    monkeypatch.setattr(ode_solutions, "WEIGHTS_DIR", tmp_path / "weights")
+    monkeypatch.setattr(ode_solutions, "SEEDS", (0,))
+    solver = "rk4, 1 step"
+    with pytest.raises(FileNotFoundError, match="ode_solutions one sdpa"):  # names the command that makes it
+        ode_solutions.matched_cost(solver, seeds=(0,), rounds=1, count=8)
+    ode_solutions.WEIGHTS_DIR.mkdir()
+    for mixer in ode_solutions.MIXERS:  # untrained models stand in for the trained ones
+        run = ode_solutions.Run(mixer, solver, 0)
+        torch.save(ode_solutions.model_and_recipe(run)[0].state_dict(), ode_solutions.weights_path(run))
+    rows = ode_solutions.matched_cost(solver, seeds=(0,), rounds=2, count=8)
+    assert [(r["mixer"], r["rtol"]) for r in rows] == [
+        (m, rtol) for m in ode_solutions.MIXERS for rtol in ode_solutions.NFE_RTOLS]
+    assert all(r["images_per_s"] > 0 and r["speed"] > 0 for r in rows)
+    assert [r["speed"] for r in rows if r["mixer"] == "sdpa"] == [1.0, 1.0]  # SDPA against itself, round by round
+    nfe = {(r["mixer"], r["rtol"]): float(r["nfe"].split()[0]) for r in rows}
+    assert all(nfe[m, 1e-6] >= nfe[m, 1e-3] > 0 for m in ode_solutions.MIXERS)
+    out = tmp_path / "cost.md"
+    monkeypatch.setattr(ode_solutions, "matched_cost", lambda **_: rows)
+    assert ode_solutions.main(["cost", "--out", str(out), "--rounds", "2"]) == 0
+    assert "`python -m ssog_lab.experiments.ode_solutions cost --out" in out.read_text()
+    with pytest.raises(SystemExit):  # never overwrites a file unless told to
+        ode_solutions.main(["cost", "--out", str(out)])
+
+
+def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
+    assert {run.solver for run in ode_solutions.plan(14)} == {"rk4, 8 steps"}
+    assert len(ode_solutions.plan(14)) == len(ode_solutions.MIXERS) * len(ode_solutions.SEEDS)
+    run = ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid=14)
+    model, _ = ode_solutions.model_and_recipe(run)
+    assert model.config.patch_size == 2 and model.config.ode_step_size == 0.5
+    assert ode_solutions.weights_path(run) != ode_solutions.weights_path(ode_solutions.Run("ssog", "rk4, 8 steps", 0))
+    with pytest.raises(ValueError, match="grid must be one of"):
+        ode_solutions.model_and_recipe(ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid=5))
+
+    def row(grid, mixer, seed, accuracy):
+        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid}
+        return {**numbers, "mixer": mixer, "solver": "rk4, 8 steps", "seed": seed, "accuracy": accuracy,
+                "accuracy_rk4_fine": accuracy, "accuracy_dopri5": accuracy, "cpu_model": "x", "cpu_flags": "",
+                "threads": 1, "commit": "c", "lipschitz_bound": 900.0 if mixer == "ssog" else None,
+                "nfe_per_epoch": "{}"}
+
+    rows = [row(7, m, s, 0.8) for m in defaults.MIXERS for s in (0, 1)]
+    alone = ode_solutions.report(rows)
+    assert "14×14" not in alone
+    rows += [row(14, m, s, {"sdpa": 0.70, "ssog": 0.75, "ssog-steered": 0.72}[m] + s / 100)
+             for m in defaults.MIXERS for s in (0, 1)]
+    text = ode_solutions.report(rows)
+    study = text[text.index("| mixer |"):text.index("## 14×14 tokens")]
+    assert study.rstrip("\n") == alone[alone.index("| mixer |"):].rstrip("\n")  # the 7×7 study is unchanged
+    section = text[text.index("## 14×14 tokens"):]
+    assert "run --grid 14 --jobs 2" in section
+    assert "- **ssog** − sdpa: +5.0 points ± 0.7 (2 and 2 seeds)." in section
+    assert "- **ssog-steered** − sdpa: +2.0 points" in section

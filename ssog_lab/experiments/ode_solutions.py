@@ -11,6 +11,8 @@ training solver's fields:
     python -m ssog_lab.experiments.ode_solutions run --jobs 2   # resumable: docs/results/ode_solutions.{csv,md}
     python -m ssog_lab.experiments.ode_solutions report         # the markdown again from the CSV
     python -m ssog_lab.experiments.ode_solutions checkpoint     # the shipped ODE model (`make checkpoints`)
+    python -m ssog_lab.experiments.ode_solutions cost --out docs/results/ode_matched_cost_cpu.md
+        # quiet, side by side: the trained models solved by dopri5 at the same tolerance (needs the kept weights)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import itertools
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -33,14 +36,14 @@ from .. import lipschitz, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..models import ViT, ViTConfig, preset_config, rk4_residual
-from ..results.stats import mean_std
+from ..results.stats import difference_std, mean_std
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
 from ..train.checkpoint import save_weights
 from . import _jobs
 from .defaults import DATASETS, EPOCHS, IMAGE_SIZE, MIXERS, inference_rate, load
 
-DATASET, GRID = "fashion", 7
+DATASET = "fashion"
 SEEDS = (0, 1, 2)
 # name: ViTConfig fields of the training solver. nano has 4 layers, so T = 4: one RK4 step over [0, 4] costs
 # 4 evaluations of f, as the discrete model's 4 blocks do (models.rk4_residual: a residual network with RK4's wiring).
@@ -64,6 +67,10 @@ WEIGHTS_DIR = repository.ROOT / "runs" / "ode_solutions"
 CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_ode_fashion.pt"
 RESIDUAL_CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_rk4_residual_fashion.pt"
 CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", "rk4, 8 steps", 0), RESIDUAL_CHECKPOINT_PATH: ("ssog", "rk4, 1 step", 0)}
+# tokens per side -> the training solvers tried there. 7×7 answers which solver gives solutions (and the paper's ODE
+# questions on them); 14×14, the token count of a 224² image at patch 16, trains only the library's default solver
+# (the cheapest that gives solutions at 7×7; each run checks again), for budget: a 14×14 run costs about 4× a 7×7 one.
+GRID_SOLVERS = {7: tuple(SOLVERS), 14: ("rk4, 8 steps",)}
 
 
 @dataclass(frozen=True)
@@ -71,21 +78,24 @@ class Run:
     mixer: str
     solver: str
     seed: int
+    grid: int = 7  # tokens per side: 28² images at patch 28 // grid
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.mixer, self.solver, self.seed)
+    def key(self) -> tuple[int, str, str, int]:
+        return (self.grid, self.mixer, self.solver, self.seed)
 
 
-def plan(mixers=MIXERS, solvers=tuple(SOLVERS), seeds=SEEDS) -> list[Run]:
-    """Every run, seed-major (every cell's seed 0 first)."""
-    return [Run(m, v, s) for s, v, m in itertools.product(seeds, solvers, mixers)]
+def plan(grid: int = 7, mixers=MIXERS, seeds=SEEDS) -> list[Run]:
+    """Every run at one grid (its GRID_SOLVERS), seed-major (every cell's seed 0 first)."""
+    return [Run(m, v, s, grid) for s, v, m in itertools.product(seeds, GRID_SOLVERS[grid], mixers)]
 
 
 def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
-    """The defaults table's nano model at 7×7 tokens with depth "ode" and the run's training solver."""
+    """The defaults table's nano model at the run's grid with depth "ode" and the run's training solver."""
     if run.solver not in SOLVERS:
         raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {run.solver!r}")
+    if run.grid not in GRID_SOLVERS:
+        raise ValueError(f"grid must be one of {tuple(GRID_SOLVERS)}, got {run.grid!r}")
     torch.manual_seed(run.seed)
     return ViT(ViTConfig(**model_config(run))), TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
 
@@ -93,13 +103,13 @@ def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
 def model_config(run: Run) -> dict:
     """The ViTConfig fields of `model_and_recipe(run)`'s model, without building it."""
     return dataclasses.asdict(preset_config("nano", depth="ode", mixer=run.mixer, in_chans=1, num_classes=10,
-                                            image_size=IMAGE_SIZE, patch_size=IMAGE_SIZE // GRID,
+                                            image_size=IMAGE_SIZE, patch_size=IMAGE_SIZE // run.grid,
                                             **SOLVERS[run.solver]))
 
 
 def is_current(row: dict) -> bool:
     """A stored run is current when today's code builds the model it trained (a default changed since: not)."""
-    return json.loads(row["model_config"]) == model_config(Run(row["mixer"], row["solver"], row["seed"]))
+    return json.loads(row["model_config"]) == model_config(Run(row["mixer"], row["solver"], row["seed"], row["grid"]))
 
 
 def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, **solver) -> dict:
@@ -154,7 +164,8 @@ def lipschitz_columns(model: torch.nn.Module, images: torch.Tensor) -> dict:
 
 def weights_path(run: Run) -> Path:
     """Where a run keeps its trained weights (runs/ is not committed): for analyses after the fact."""
-    return WEIGHTS_DIR / f"{run.mixer}-{run.solver.replace(', ', '-').replace(' ', '-')}-seed{run.seed}.pt"
+    solver = run.solver.replace(", ", "-").replace(" ", "-")
+    return WEIGHTS_DIR / f"{run.mixer}-{solver}-seed{run.seed}-{run.grid}x{run.grid}.pt"
 
 
 def test_tensors(test=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -226,7 +237,7 @@ def run_one(run: Run) -> dict:
     fine = dopri[FINE_RTOL]
     host = machine()
     epochs = [r for r in history if r["kind"] == "epoch"]
-    return dict(mixer=run.mixer, solver=run.solver, seed=run.seed,
+    return dict(grid=run.grid, mixer=run.mixer, solver=run.solver, seed=run.seed,
                 accuracy=own["accuracy"], accuracy_rk4_fine=rk4_fine["accuracy"], accuracy_dopri5=fine["accuracy"],
                 distance_rk4_fine=relative_distance(own["features"], rk4_fine["features"]),
                 distance_dopri5=relative_distance(own["features"], fine["features"]),
@@ -240,15 +251,72 @@ def run_one(run: Run) -> dict:
                 train_config=json.dumps(dataclasses.asdict(recipe), sort_keys=True))
 
 
-NUMBERS = dict(seed=int, threads=int, accuracy=float, accuracy_rk4_fine=float, accuracy_dopri5=float,
+NUMBERS = dict(grid=int, seed=int, threads=int, accuracy=float, accuracy_rk4_fine=float, accuracy_dopri5=float,
                distance_rk4_fine=float, distance_dopri5=float, nfe_train=float,
                **{f"nfe_dopri5_{rtol:g}": float for rtol in NFE_RTOLS},
                **{f"dopri5_images_per_s_{rtol:g}": float for rtol in NFE_RTOLS},
                lipschitz_bound=float, jacobian_norm_start=float, jacobian_norm_end=float,
                train_images_per_s=float, infer_images_per_s=float, train_s=float)
-COLUMNS = ("mixer", "solver", "seed", *(k for k in NUMBERS if k not in ("seed", "threads")), "nfe_per_epoch",
+COLUMNS = ("grid", "mixer", "solver", "seed", *(k for k in NUMBERS if k not in ("grid", "seed", "threads")),
+           "nfe_per_epoch",
            "cpu_model",
            "cpu_flags", "threads", "commit", "model_config", "train_config")
+
+
+def matched_cost(solver: str = "rk4, 8 steps", seeds=SEEDS, rounds: int = 3, count: int = EVAL_BATCH) -> list[dict]:
+    """Cost at matched tolerance, side by side in this process: every mixer's trained models (the weights its runs
+    of `solver` kept) solve the first `count` test images by dopri5 at each NFE_RTOLS tolerance, in `rounds`
+    rounds that take the mixers in a rotated order, timed in CPU time. One row per (mixer, rtol): accuracy, NFE,
+    the median images/s and the speed against SDPA (the median of the ratios paired by seed and round)."""
+    models = {}
+    for mixer, seed in itertools.product(MIXERS, seeds):
+        path = weights_path(Run(mixer, solver, seed))
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: `python -m ssog_lab.experiments.ode_solutions one {mixer} "
+                                    f"{json.dumps(solver)} {seed}` trains that run and keeps its weights")
+        model = model_and_recipe(Run(mixer, solver, seed))[0]
+        model.load_state_dict(torch.load(path))
+        models[mixer, seed] = model.eval()
+    images, labels = (t[:count] for t in test_tensors())
+    seconds: dict[tuple, list[float]] = {}  # (mixer, seed, rtol) -> CPU seconds per round
+    solved: dict[tuple, dict] = {}
+    for r, seed, rtol in itertools.product(range(rounds), seeds, NFE_RTOLS):
+        for mixer in MIXERS[r % len(MIXERS):] + MIXERS[:r % len(MIXERS)]:  # rotated: no mixer always first
+            start = time.process_time()
+            solved[mixer, seed, rtol] = solve_all(models[mixer, seed], images, labels, ode_method="dopri5",
+                                                  ode_solver="torchdiffeq", ode_rtol=rtol, ode_atol=rtol)
+            seconds.setdefault((mixer, seed, rtol), []).append(time.process_time() - start)
+    rows = []
+    for mixer, rtol in itertools.product(MIXERS, NFE_RTOLS):
+        times = [t for seed in seeds for t in seconds[mixer, seed, rtol]]
+        base = [t for seed in seeds for t in seconds["sdpa", seed, rtol]]
+        rows.append(dict(mixer=mixer, rtol=rtol, n=len(seeds),
+                         accuracy=spread_of([100 * solved[mixer, s, rtol]["accuracy"] for s in seeds]),
+                         nfe=spread_of([solved[mixer, s, rtol]["nfe"] for s in seeds]),
+                         images_per_s=count / statistics.median(times),
+                         speed=statistics.median(b / t for b, t in zip(base, times, strict=True))))
+    return rows
+
+
+def matched_cost_report(rows: list[dict], command: str, solver: str = "rk4, 8 steps") -> str:
+    """The markdown of `matched_cost`'s rows: the command, the host, the table and how to read it."""
+    host = machine()
+    table = markdown_table(rows, {"mixer": "mixer", "dopri5 rtol = atol": lambda r: f"{r['rtol']:g}", "seeds": "n",
+                                  "test % on these images": "accuracy", "NFE": "nfe",
+                                  "images/s": lambda r: f"{r['images_per_s']:.0f}",
+                                  "speed ÷ sdpa": lambda r: f"{r['speed']:.2f}"}, align="llrrrrr")
+    return "\n".join([
+        "# Continuous depth: cost at matched tolerance, side by side (CPU)", "",
+        f"Made by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit `{git_commit()}`.",
+        f"Host: {host['cpu_model']} ({host['cpu_flags'] or 'no AVX-512/AMX'}), {host['threads']} thread(s).", "",
+        f"The ODE models of `ode_solutions.md` trained at {solver} (the library's default solver; their weights are "
+        "the ones those runs keep in runs/ode_solutions/) solve the same test images with dopri5 (torchdiffeq) at "
+        "each tolerance, in one process on a quiet machine: every round solves with every model, the mixers in a "
+        "rotated order, timed in CPU time. images/s: the median over rounds and seeds; speed ÷ sdpa: the median of "
+        "the ratios paired by seed and round (≥ 1: faster than SDPA at the same tolerance). NFE and accuracy: "
+        "mean ± std over the seeds.", "",
+        table, "",
+    ])
 
 
 def read_rows(path: Path = CSV_PATH) -> list[dict]:
@@ -256,40 +324,44 @@ def read_rows(path: Path = CSV_PATH) -> list[dict]:
 
 
 def _child(run: Run) -> subprocess.Popen:
-    return _jobs.start_child(["ssog_lab.experiments.ode_solutions", "one", run.mixer, run.solver, str(run.seed)])
+    return _jobs.start_child(["ssog_lab.experiments.ode_solutions", "one", run.mixer, run.solver, str(run.seed),
+                              "--grid", str(run.grid)])
 
 
 def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
     """Run what the CSV lacks, `jobs` single-thread processes at once, writing each row as it finishes; the
     number of failed runs (retried on the next call)."""
     rows = read_rows(path)
-    done = {(r["mixer"], r["solver"], r["seed"]) for r in rows}
+    done = {(r["grid"], r["mixer"], r["solver"], r["seed"]) for r in rows}
     pending = [run for run in runs if run.key not in done]
     _jobs.log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
 
     def finished(run: Run, row: dict) -> None:
         rows.append(row)
-        order = lambda r: (MIXERS.index(r["mixer"]), list(SOLVERS).index(r["solver"]), r["seed"])  # noqa: E731
-        _jobs.write_csv(rows, path, COLUMNS, order)
+        _jobs.write_csv(rows, path, COLUMNS, _order)
         _jobs.log(f"done  {run}: {row['accuracy']:.4f} → dopri5 {row['accuracy_dopri5']:.4f} in "
                   f"{row['train_s']:.0f} s")
 
     return _jobs.run_children(pending, jobs, lambda run: _child(run), finished)  # _child looked up per run
 
 
+def _order(row: dict) -> tuple:
+    return (row["grid"], MIXERS.index(row["mixer"]), list(SOLVERS).index(row["solver"]), row["seed"])
+
+
 def cells(rows: list[dict]) -> list[dict]:
-    """One dict per (mixer, solver): means and sample stds over seeds (NaN for one seed: no spread is measured),
-    the largest accuracy change under a finer solver (points, over seeds and both finer solvers) and whether every
-    seed meets the criterion."""
+    """One dict per (grid, mixer, solver): means and sample stds over seeds (NaN for one seed: no spread is
+    measured), the largest accuracy change under a finer solver (points, over seeds and both finer solvers) and
+    whether every seed meets the criterion."""
     out = []
-    for mixer, solver in itertools.product(MIXERS, SOLVERS):
-        mine = [r for r in rows if (r["mixer"], r["solver"]) == (mixer, solver)]
+    for grid, mixer, solver in itertools.product(GRID_SOLVERS, MIXERS, SOLVERS):
+        mine = [r for r in rows if (r["grid"], r["mixer"], r["solver"]) == (grid, mixer, solver)]
         if not mine:
             continue
         mean = lambda key, scale=1.0: statistics.mean(scale * r[key] for r in mine)  # noqa: E731
         shifts = [100 * abs(r[k] - r["accuracy"]) for r in mine for k in ("accuracy_rk4_fine", "accuracy_dopri5")]
         accuracy = [100 * r["accuracy"] for r in mine]
-        out.append(dict(mixer=mixer, solver=solver, n=len(mine), accuracy=statistics.mean(accuracy),
+        out.append(dict(grid=grid, mixer=mixer, solver=solver, n=len(mine), accuracy=statistics.mean(accuracy),
                         std=statistics.stdev(accuracy) if len(mine) > 1 else math.nan,
                         rk4_fine=mean("accuracy_rk4_fine", 100), dopri5=mean("accuracy_dopri5", 100),
                         worst_shift=max(shifts), solution=max(shifts) <= CRITERION_POINTS,
@@ -311,18 +383,21 @@ def spread_of(values: list[float]) -> str:
     return spread_text(*mean_std(values), len(values))
 
 
-def solution_solver(found: list[dict]) -> str | None:
-    """The cheapest training solver (in SOLVERS' order) whose cell is a solution for every mixer, from `cells`."""
+def solution_solver(found: list[dict], grid: int = 7) -> str | None:
+    """The cheapest training solver (in SOLVERS' order) whose cell at `grid` is a solution for every mixer, from
+    `cells`."""
     for solver in SOLVERS:
-        mine = [c for c in found if c["solver"] == solver]
+        mine = [c for c in found if (c["grid"], c["solver"]) == (grid, solver)]
         if len(mine) == len(MIXERS) and all(c["solution"] for c in mine):
             return solver
     return None
 
 
 def ode_questions(rows: list[dict]) -> str:
-    """The paper's ODE questions on models that are solutions: one line per mixer at `solution_solver`, over the
-    seeds of the runs that recorded them; empty when no solver gives solutions for every mixer."""
+    """The paper's ODE questions on models that are solutions, at 7×7 tokens: one line per mixer at
+    `solution_solver`, over the seeds of the runs that recorded them; empty when no solver gives solutions for every
+    mixer."""
+    rows = [r for r in rows if r["grid"] == 7]
     solver = solution_solver(cells(rows))
     if solver is None:
         return ""
@@ -352,7 +427,8 @@ def ode_questions(rows: list[dict]) -> str:
                "certified Lipschitz bound of f (max)": "bound", "measured ‖∂f/∂x‖₂ at x(0) (max)": "start",
                "at x(T) (max)": "end"}
     return "\n".join([
-        f"## The trained ODE models at {solver}: accuracy, NFE, Lipschitz constants, cost at matched tolerance",
+        f"## The trained ODE models at {solver}, 7×7 tokens: accuracy, NFE, Lipschitz constants, cost at matched "
+        "tolerance",
         "",
         f"The runs of the table above at {solver}, the cheapest training solver whose models are solutions for every "
         f"mixer. NFE: dopri5's evaluations of f per solve of a batch of {EVAL_BATCH} test images, and after each "
@@ -361,7 +437,9 @@ def ode_questions(rows: list[dict]) -> str:
         "‖diag(γ)(I − 11ᵀ/C)‖₂/√ε times the mixer's and the MLP's spectral-norm products), and the largest "
         f"measured ‖∂f/∂x‖₂ over {JACOBIAN_IMAGES} test images at the initial and final states "
         "(`lipschitz.jacobian_spectral_norm`). Cost at matched tolerance: test images per second when every "
-        "model is solved by dopri5 at the same rtol = atol (measured beside the other run: rough ratios).",
+        "model is solved by dopri5 at the same rtol = atol, measured inside the runs beside the other run (rough "
+        "ratios; the same models solved side by side on a quiet machine: `ode_matched_cost_cpu*.md`, made by "
+        "`python -m ssog_lab.experiments.ode_solutions cost`).",
         "",
         markdown_table(lines, columns, align="lrrrrllrrrrr"),
         "",
@@ -406,11 +484,9 @@ def readings(rows: list[dict], solver: str) -> list[str]:
     return out
 
 
-def report(rows: list[dict]) -> str:
-    """docs/results/ode_solutions.md: the command, the host, the table and which training solver is the
-    cheapest that gives solutions, per mixer."""
-    found = cells(rows)
-    table = markdown_table(found, {
+def _solver_table(found: list[dict]) -> str:
+    """The markdown table of `cells` entries: accuracy under the training and the finer solvers, NFE, speeds."""
+    return markdown_table(found, {
         "mixer": "mixer", "training solver": "solver", "seeds": "n",
         "test % (training solver)": lambda c: spread_text(c["accuracy"], c["std"], c["n"]),
         "RK4, 4× the steps": lambda c: f"{c['rk4_fine']:.1f}",
@@ -421,6 +497,39 @@ def report(rows: list[dict]) -> str:
         **{f"dopri5 NFE {rtol:g}": (lambda c, r=rtol: f"{c[f'nfe_{r:g}']:.0f}") for rtol in NFE_RTOLS},
         "train img/s": lambda c: f"{c['train']:.0f}", "inference img/s": lambda c: f"{c['infer']:.0f}"},
         align="lllrrrrrrrrrr")
+
+
+def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
+    """The section of the report on the runs at `grid` (empty without them): their table, and each SSoG variant's
+    accuracy against SDPA's there."""
+    found = [c for c in cells(rows) if c["grid"] == grid]
+    if not found:
+        return []
+    by_mixer = {c["mixer"]: c for c in found}
+    gaps = []
+    for mixer in MIXERS[1:]:
+        if mixer in by_mixer and "sdpa" in by_mixer:
+            mine, base = by_mixer[mixer], by_mixer["sdpa"]
+            spread = difference_std(mine["std"], mine["n"], base["std"], base["n"])
+            gaps.append(f"- **{mixer}** − sdpa: {mine['accuracy'] - base['accuracy']:+.1f} points"
+                        + (f" ± {spread:.1f}" if not math.isnan(spread) else " (one seed: no spread measured)")
+                        + f" ({mine['n']} and {base['n']} seeds).")
+    solvers = " / ".join(GRID_SOLVERS[grid])
+    return [
+        f"## {grid}×{grid} tokens (patch {IMAGE_SIZE // grid}): the default solver only", "",
+        f"Made by `python -m ssog_lab.experiments.ode_solutions run --grid {grid} --jobs 2`. The same recipe at "
+        f"{grid}×{grid} tokens, the token count of a 224² image at patch 16, trained through {solvers} only (the "
+        "cheapest solver whose models are solutions at 7×7 tokens; the finer solves check it again here), for "
+        f"budget: a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one. Differences: mean ± the standard deviation of "
+        "the difference of means over seeds.", "",
+        _solver_table(found), "", *gaps, "",
+    ]
+
+
+def report(rows: list[dict]) -> str:
+    """docs/results/ode_solutions.md: the command, the host, the table and which training solver is the
+    cheapest that gives solutions, per mixer; the ODE questions on those models; the runs at 14×14 tokens."""
+    found = [c for c in cells(rows) if c["grid"] == 7]
     cheapest = []
     for mixer in MIXERS:
         ok = [c["solver"] for c in found if c["mixer"] == mixer and c["solution"]]
@@ -436,7 +545,7 @@ def report(rows: list[dict]) -> str:
         f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}. Training "
         f"time of the {len(rows)} runs: {sum(r['train_s'] for r in rows) / 3600:.1f} core-hours (one thread each).",
         "",
-        f"Nano ViT, `depth=\"ode\"` (T = 4), {GRID}×{GRID} tokens, the Fashion-MNIST subset of the defaults table "
+        "Nano ViT, `depth=\"ode\"` (T = 4), 7×7 tokens, the Fashion-MNIST subset of the defaults table "
         f"({n_train} training / {n_test} test images), {EPOCHS} epochs, everything else at the library's defaults. "
         "Each model is trained through the solver in its row, then its test images are solved again with the same "
         f"weights by RK4 with 4× the steps and by dopri5 (torchdiffeq) at rtol = atol = {FINE_RTOL:g}. A model "
@@ -445,11 +554,12 @@ def report(rows: list[dict]) -> str:
         "the largest over seeds. NFE: evaluations of f per solve of a batch of 500 images. Speeds are measured "
         "inside the runs, beside the other run on the second core: read them as rough ratios.",
         "",
-        table,
+        _solver_table(found),
         "",
         *cheapest,
         "",
         ode_questions(rows),
+        *larger_grid(rows),
     ]).rstrip("\n") + "\n"
 
 
@@ -460,26 +570,41 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run what the CSV lacks, then write the report")
     run.add_argument("--jobs", type=int, default=2, help="single-thread processes at once (one per core)")
     run.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    run.add_argument("--grid", type=int, default=7, choices=list(GRID_SOLVERS),
+                     help="tokens per side (14: the default solver only, see GRID_SOLVERS)")
     sub.add_parser("report", help="write the markdown from the CSV")
     checkpoint = sub.add_parser("checkpoint", help="train and write the shipped ODE models: "
                                 + ", ".join(path.name for path in CHECKPOINTS))
     checkpoint.add_argument("--from-study", action="store_true",
                             help="load the weights this study's run of the same recipe kept instead of training")
+    cost = sub.add_parser("cost", help="the kept models solved by dopri5 at matched tolerance, side by side")
+    cost.add_argument("--out", type=Path, required=True, help="the markdown file to write (refused if it exists, "
+                      "unless --overwrite)")
+    cost.add_argument("--overwrite", action="store_true", help="let --out replace an existing file")
+    cost.add_argument("--rounds", type=int, default=3)
     one = sub.add_parser("one", help="one run in this process; prints its CSV row as JSON")
     one.add_argument("mixer", choices=MIXERS)
     one.add_argument("solver", choices=list(SOLVERS))
     one.add_argument("seed", type=int)
+    one.add_argument("--grid", type=int, default=7, choices=list(GRID_SOLVERS))
     args = parser.parse_args(argv)
     if args.command == "one":
         torch.set_num_threads(1)
-        print(json.dumps(run_one(Run(args.mixer, args.solver, args.seed))))
+        print(json.dumps(run_one(Run(args.mixer, args.solver, args.seed, args.grid))))
+        return 0
+    if args.command == "cost":
+        if args.out.exists() and not args.overwrite:
+            parser.error(f"--out {args.out} exists: pass --overwrite to replace it")
+        torch.set_num_threads(1)
+        command = f"python -m ssog_lab.experiments.ode_solutions {shlex.join(argv or sys.argv[1:])}"
+        atomic_write(args.out, matched_cost_report(matched_cost(rounds=args.rounds), command))
         return 0
     if args.command == "checkpoint":
         torch.set_num_threads(1)
         for path in CHECKPOINTS:
             print(json.dumps(export_checkpoint(path, from_study=args.from_study)))
         return 0
-    failures = execute(plan(seeds=args.seeds), args.jobs) if args.command == "run" else 0
+    failures = execute(plan(args.grid, seeds=args.seeds), args.jobs) if args.command == "run" else 0
     if rows := read_rows():
         atomic_write(REPORT_PATH, report(rows))
     return 1 if failures else 0

@@ -108,7 +108,7 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
 def _ode_study(results_dir: Path) -> tuple[str, dict[str, dict]] | None:
     """(solver, mixer -> its `ode_solutions.cells` entry) of the committed ODE-solutions study at the cheapest solver
     whose models are solutions for every mixer, all of them current; None without such a solver."""
-    study = ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name)
+    study = [r for r in ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name) if r["grid"] == 7]
     found = ode_solutions.cells(study)
     solver = ode_solutions.solution_solver(found)
     if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
