@@ -68,6 +68,7 @@ VARIANTS = {
     "atom lr ×1": (("ssog",), {}, dict(atom_lr_scale=1.0)),
     "local init (±2 tokens)": (("ssog",), dict(ssog_init_spread=2.0), {}),
     "blur amplitudes (1/M each)": (("ssog", "ssog-steered"), dict(ssog_init_amplitudes="blur"), {}),
+    "1 steered head": (("ssog-steered",), dict(ssog_heads=1), {}),
     "old (local blur, atom lr ×1, lr 2e-3)": (("ssog",), dict(ssog_init_spread=2.0, ssog_init_amplitudes="blur"),
                                               dict(atom_lr_scale=1.0, lr=2e-3)),
 }
