@@ -414,8 +414,6 @@ def ode_questions(rows: list[dict]) -> str:
             mixer=mixer, n=len(runs), accuracy=spread_of([100 * r["accuracy"] for r in runs]),
             **{f"nfe_{rtol:g}": spread_of([r[f"nfe_dopri5_{rtol:g}"] for r in runs]) for rtol in NFE_RTOLS},
             **{f"epochs_{k}": " → ".join(f"{v:.0f}" for v in values) for k, values in per_epoch.items()},
-            **{f"rate_{rtol:g}": f"{statistics.mean(r[f'dopri5_images_per_s_{rtol:g}'] for r in runs):.0f}"
-               for rtol in NFE_RTOLS},
             bound=(f"{max(r['lipschitz_bound'] for r in runs):.3g}" if runs[0]["lipschitz_bound"] is not None
                    else "no closed form"),
             start=f"{max(r['jacobian_norm_start'] for r in runs):.3g}",
@@ -423,12 +421,10 @@ def ode_questions(rows: list[dict]) -> str:
     columns = {"mixer": "mixer", "seeds": "n", "test % (training solver)": "accuracy",
                **{f"dopri5 NFE {rtol:g}": f"nfe_{rtol:g}" for rtol in NFE_RTOLS},
                **{f"NFE {rtol:g} after each epoch": f"epochs_{rtol:g}" for rtol in NFE_RTOLS},
-               **{f"img/s solved by dopri5 {rtol:g}": f"rate_{rtol:g}" for rtol in NFE_RTOLS},
                "certified Lipschitz bound of f (max)": "bound", "measured ‖∂f/∂x‖₂ at x(0) (max)": "start",
                "at x(T) (max)": "end"}
     return "\n".join([
-        f"## The trained ODE models at {solver}, 7×7 tokens: accuracy, NFE, Lipschitz constants, cost at matched "
-        "tolerance",
+        f"## The trained ODE models at {solver}, 7×7 tokens: accuracy, NFE, Lipschitz constants",
         "",
         f"The runs of the table above at {solver}, the cheapest training solver whose models are solutions for every "
         f"mixer. NFE: dopri5's evaluations of f per solve of a batch of {EVAL_BATCH} test images, and after each "
@@ -436,12 +432,12 @@ def ode_questions(rows: list[dict]) -> str:
         "bound of the whole right-hand side f = (mixer + MLP)∘LN (`lipschitz.branch_lipschitz_bound`: LayerNorm's "
         "‖diag(γ)(I − 11ᵀ/C)‖₂/√ε times the mixer's and the MLP's spectral-norm products), and the largest "
         f"measured ‖∂f/∂x‖₂ over {JACOBIAN_IMAGES} test images at the initial and final states "
-        "(`lipschitz.jacobian_spectral_norm`). Cost at matched tolerance: test images per second when every "
-        "model is solved by dopri5 at the same rtol = atol, measured inside the runs beside the other run (rough "
-        "ratios; the same models solved side by side on a quiet machine: `ode_matched_cost_cpu*.md`, made by "
-        "`python -m ssog_lab.experiments.ode_solutions cost`).",
+        "(`lipschitz.jacobian_spectral_norm`). The cost at matched tolerance (images/s when every model is solved by "
+        "dopri5 at the same rtol = atol) is measured apart from these runs, whose timings share the machine with the "
+        "other run: the same models side by side on a quiet machine, `ode_matched_cost_cpu*.md` (`python -m "
+        "ssog_lab.experiments.ode_solutions cost`).",
         "",
-        markdown_table(lines, columns, align="lrrrrllrrrrr"),
+        markdown_table(lines, columns, align="lrrrrllrrr"),
         "",
         *readings(rows, solver),
         "",
@@ -460,8 +456,8 @@ def compare(mine: list[float], base: list[float]) -> str:
 
 def readings(rows: list[dict], solver: str) -> list[str]:
     """The sentences under the ODE-questions table, computed from its runs: each SSoG variant's dopri5 NFE against
-    SDPA's at every tolerance, its images/s at matched tolerance, and how far fixed SSoG's certified bound sits
-    above the largest measured Jacobian norm."""
+    SDPA's at every tolerance, and how far fixed SSoG's certified bound sits above the largest measured Jacobian
+    norm."""
     runs = {m: [r for r in rows if (r["mixer"], r["solver"]) == (m, solver) and r["jacobian_norm_end"] is not None]
             for m in MIXERS}
     if not all(runs.values()):
@@ -470,12 +466,8 @@ def readings(rows: list[dict], solver: str) -> list[str]:
     for mixer in MIXERS[1:]:
         nfe = lambda m, rtol: [r[f"nfe_dopri5_{rtol:g}"] for r in runs[m]]  # noqa: E731
         words = [f"rtol {rtol:g}: {compare(nfe(mixer, rtol), nfe('sdpa', rtol))}" for rtol in NFE_RTOLS]
-        speed = [statistics.mean(r[f"dopri5_images_per_s_{rtol:g}"] for r in runs[mixer])
-                 / statistics.mean(r[f"dopri5_images_per_s_{rtol:g}"] for r in runs["sdpa"]) for rtol in NFE_RTOLS]
         out.append(f"- **{mixer}** against sdpa, dopri5's NFE after training ({', '.join(words)}; fewer or more "
-                   "only where the means differ by more than the larger std over seeds); images/s when both are "
-                   "solved to the same tolerance: " + ", ".join(f"{s:.2f}× at {rtol:g}" for s, rtol in
-                                                                  zip(speed, NFE_RTOLS, strict=True)) + ".")
+                   "only where the means differ by more than the larger std over seeds).")
     bound = max(r["lipschitz_bound"] for r in runs["ssog"])
     measured = max(max(r["jacobian_norm_start"], r["jacobian_norm_end"]) for r in runs["ssog"])
     out.append(f"- Fixed SSoG's certified bound of f ({bound:.3g}) is {bound / measured:.0f}× the largest ‖∂f/∂x‖₂ "
