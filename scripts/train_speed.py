@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from ssog_lab.bench.measure import git_commit, machine, train_step
+from ssog_lab.bench.timing import paired_speed, rotated
 from ssog_lab.models import MIXERS, build_model
 from ssog_lab.train.atomic import atomic_write
 
@@ -97,7 +98,7 @@ def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, war
     times: dict[str, list[float]] = {m: [] for m in mixers}
     faults: dict[str, list[int]] = {m: [] for m in mixers}
     for r in range(rounds):
-        for mixer in mixers[r % len(mixers):] + mixers[:r % len(mixers)]:  # rotated: no mixer always first
+        for mixer in rotated(mixers, r):
             faulted, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time()
             runs[mixer]()
             times[mixer].append(time.process_time() - start)
@@ -105,7 +106,7 @@ def measure(case: str, mixers: list[str], ssog_overrides: dict, rounds: int, war
     batch = CASES[case][2]
     base = times[mixers[0]]
     return [dict(case=case, mixer=m, ms=1e3 * statistics.median(t), images_per_s=batch / statistics.median(t),
-                 speed=statistics.median(b / s for b, s in zip(base, t, strict=True)),
+                 speed=paired_speed(base, t),
                  faults=statistics.median(faults[m])) for m, t in times.items()]
 
 

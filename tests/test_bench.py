@@ -387,3 +387,13 @@ def test_flop_counts_follow_the_formulas():
     assert counts["SSoG via the N×N kernel"] == {"flops": 3 * 2 * 81 + 2 * 81 * 2, "memory": 81}
     at_14 = bench.flop_counts(14, d=64, atoms=4)  # notebook 02's exercise: the ratio 2N / (M(H + W)) = 3.5
     assert at_14["SDPA (dense attention)"]["flops"] / at_14["SSoG separable"]["flops"] == pytest.approx(3.5)
+
+
+def test_side_by_side_rounds_rotate_and_ratios_pair_round_by_round():
+    from ssog_lab.bench.timing import paired_speed, rotated
+
+    assert [rotated("abc", r) for r in range(4)] == [list("abc"), list("bca"), list("cab"), list("abc")]
+    # A load that doubles both of a pair cancels in its ratio; the ratio of medians would not see the pairs.
+    assert paired_speed([2.0, 4.0, 2.0], [1.0, 2.0, 1.0]) == 2.0
+    with pytest.raises(ValueError, match="paired"):
+        paired_speed([1.0, 2.0], [1.0])

@@ -2,12 +2,15 @@
 solve, the finer solvers converge on a closed-form ODE, and the criterion reads every seed and both solvers."""
 
 import io
+import itertools
 import json
+import time
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from ssog_lab.experiments import defaults, ode_solutions
+from ssog_lab.experiments import _jobs, defaults, ode_solutions
 
 
 def _tiny(monkeypatch):
@@ -155,30 +158,53 @@ def test_the_shipped_one_step_model_is_no_solution():
     assert metadata["feature_distance_dopri5"] > 0.1
 
 
-def test_matched_cost_solves_every_kept_model_at_each_tolerance_and_writes_its_command(monkeypatch, tmp_path):
+def test_matched_cost_times_every_kept_model_in_rotated_rounds_and_pairs_the_ratios(monkeypatch, tmp_path, capsys):
     _tiny(monkeypatch)
     monkeypatch.setattr(ode_solutions, "WEIGHTS_DIR", tmp_path / "weights")
-    monkeypatch.setattr(ode_solutions, "SEEDS", (0,))
-    solver = "rk4, 1 step"
+    solver, seeds, mixers = "rk4, 8 steps", (0, 1), ode_solutions.MIXERS
     with pytest.raises(FileNotFoundError, match="ode_solutions one sdpa"):  # names the command that makes it
-        ode_solutions.matched_cost(solver, seeds=(0,), rounds=1, count=8)
+        ode_solutions.matched_cost(solver, seeds=seeds, rounds=1, count=16)
     ode_solutions.WEIGHTS_DIR.mkdir()
-    for mixer in ode_solutions.MIXERS:  # untrained models stand in for the trained ones
-        run = ode_solutions.Run(mixer, solver, 0)
+    for mixer, seed in itertools.product(mixers, seeds):  # untrained models stand in for the trained ones
+        run = ode_solutions.Run(mixer, solver, seed)
         torch.save(ode_solutions.model_and_recipe(run)[0].state_dict(), ode_solutions.weights_path(run))
-    rows = ode_solutions.matched_cost(solver, seeds=(0,), rounds=2, count=8)
-    assert [(r["mixer"], r["rtol"]) for r in rows] == [
-        (m, rtol) for m in ode_solutions.MIXERS for rtol in ode_solutions.NFE_RTOLS]
-    assert all(r["images_per_s"] > 0 and r["speed"] > 0 for r in rows)
-    assert [r["speed"] for r in rows if r["mixer"] == "sdpa"] == [1.0, 1.0]  # SDPA against itself, round by round
-    nfe = {(r["mixer"], r["rtol"]): float(r["nfe"].split()[0]) for r in rows}
-    assert all(nfe[m, 1e-6] >= nfe[m, 1e-3] > 0 for m in ode_solutions.MIXERS)
-    out = tmp_path / "cost.md"
-    monkeypatch.setattr(ode_solutions, "matched_cost", lambda **_: rows)
-    assert ode_solutions.main(["cost", "--out", str(out), "--rounds", "2"]) == 0
-    assert "`python -m ssog_lab.experiments.ode_solutions cost --out" in out.read_text()
+    # A fake solver on a fake CPU clock: each mixer's solve costs a fixed time, scaled by a load that changes from
+    # one group of three solves to the next (as a busy machine would), and reports a fixed NFE.
+    cost, nfe = {"sdpa": 2.0, "ssog": 1.0, "ssog-steered": 4.0}, {"sdpa": 40, "ssog": 20, "ssog-steered": 40}
+    clock, calls = [0.0], []
+
+    def solve(model, images, labels, **fields):
+        mixer = model.config.mixer
+        calls.append((mixer, len(images), fields["ode_rtol"]))
+        timed = sum(n == 16 for _, n, _ in calls) - 1
+        clock[0] += cost[mixer] * (1 + (timed // 3) % 2) if len(images) == 16 else 100.0
+        return dict(accuracy=0.5, nfe=nfe[mixer], features=None, seconds=0.0)
+
+    monkeypatch.setattr(ode_solutions, "solve_all", solve)
+    monkeypatch.setattr(ode_solutions, "time", SimpleNamespace(process_time=lambda: clock[0], strftime=time.strftime,
+                                                               gmtime=time.gmtime))
+    rows = ode_solutions.matched_cost(solver, seeds=seeds, rounds=3, count=16)
+    warmup, timed = calls[:6], calls[6:]
+    assert sorted((m, n) for m, n, _ in warmup) == sorted((m, 8) for m in mixers for _ in seeds)  # untimed
+    firsts = [timed[i][0] for i in range(0, len(timed), 3)]  # the first mixer of every group of three
+    per_round = len(seeds) * len(ode_solutions.NFE_RTOLS)
+    assert [firsts[r * per_round] for r in range(3)] == ["sdpa", "ssog", "ssog-steered"]  # each goes first once
+    by = {(r["mixer"], r["rtol"]): r for r in rows}
+    assert list(by) == [(m, rtol) for m in mixers for rtol in ode_solutions.NFE_RTOLS]
+    for rtol in ode_solutions.NFE_RTOLS:  # the load cancels in every pair
+        assert by["ssog", rtol]["speed"] == pytest.approx(2.0) and by["ssog-steered", rtol]["speed"] == 0.5
+        assert by["ssog", rtol]["speed_per_evaluation"] == pytest.approx(1.0)  # half the time for half the NFE
+        assert by["ssog", rtol]["nfe"] == [20, 20] and by["ssog", rtol]["accuracy"] == [50.0, 50.0]
+    with pytest.raises(ValueError, match="rounds must be a positive integer"):
+        ode_solutions.matched_cost(solver, seeds=seeds, rounds=0)
+    out, seen = tmp_path / "cost.md", {}
+    monkeypatch.setattr(ode_solutions, "matched_cost", lambda **kwargs: seen.update(kwargs) or rows)
+    assert ode_solutions.main(["cost", "--out", str(out), "--rounds", "2"]) == 0 and seen == {"rounds": 2}
+    text = out.read_text()
+    assert "`python -m ssog_lab.experiments.ode_solutions cost --out" in text and "the first 500 test images" in text
     with pytest.raises(SystemExit):  # never overwrites a file unless told to
         ode_solutions.main(["cost", "--out", str(out)])
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
 
 
 def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
@@ -190,6 +216,8 @@ def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
     assert ode_solutions.weights_path(run) != ode_solutions.weights_path(ode_solutions.Run("ssog", "rk4, 8 steps", 0))
     with pytest.raises(ValueError, match="grid must be one of"):
         ode_solutions.model_and_recipe(ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid=5))
+    with pytest.raises(ValueError, match="solver must be one of"):  # 14×14 trains the default solver only
+        ode_solutions.model_and_recipe(ode_solutions.Run("ssog", "rk4, 1 step", 0, grid=14))
 
     def row(grid, mixer, seed, accuracy):
         numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid}
@@ -210,3 +238,24 @@ def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
     assert "run --grid 14 --jobs 2" in section
     assert "- **ssog** − sdpa: +5.0 points ± 0.7 (2 and 2 seeds)." in section
     assert "- **ssog-steered** − sdpa: +2.0 points" in section
+
+
+def test_a_14x14_run_is_its_own_run_beside_the_7x7_one(monkeypatch, tmp_path):
+    """Resuming keys on the grid too, the child is told its grid, and a stored row is current only at its grid."""
+    def row(grid):
+        run = ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid)
+        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid}
+        return {**numbers, "mixer": "ssog", "solver": run.solver, "seed": 0, "nfe_per_epoch": "{}",
+                "cpu_model": "x", "cpu_flags": "", "threads": 1, "commit": "c",
+                "model_config": json.dumps(ode_solutions.model_config(run)), "train_config": "{}"}
+
+    path = tmp_path / "ode_solutions.csv"
+    assert ode_solutions.execute([], jobs=1, path=path) == 0
+    _jobs.write_csv([row(7)], path, ode_solutions.COLUMNS, ode_solutions._order)
+    started = []
+    monkeypatch.setattr(_jobs, "start_child", lambda argv: started.append(argv) or _Finished(row(14)))
+    assert ode_solutions.execute(ode_solutions.plan(14, mixers=("ssog",), seeds=(0,)), jobs=1, path=path) == 0
+    assert started == [["ssog_lab.experiments.ode_solutions", "one", "ssog", "rk4, 8 steps", "0", "--grid", "14"]]
+    stored = ode_solutions.read_rows(path)
+    assert [r["grid"] for r in stored] == [7, 14] and all(ode_solutions.is_current(r) for r in stored)
+    assert not ode_solutions.is_current({**stored[1], "grid": 7})  # a 14×14 model is not the 7×7 one

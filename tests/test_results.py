@@ -279,7 +279,8 @@ def test_nfe_claim_is_read_on_models_that_are_solutions_of_their_ode(tmp_path):
 
     rows = [row(m, s, {"sdpa": 100.0, "ssog": 80.0, "ssog-steered": 99.0}[m]) for m in ode_solutions.MIXERS
             for s in (0, 1)]
-    _jobs.write_csv(rows, tmp_path / "ode_solutions.csv", ode_solutions.COLUMNS, lambda r: (r["mixer"], r["seed"]))
+    rows += [{**r, "grid": 14, "nfe_dopri5_1e-06": 500.0} for r in rows]  # other models: the claim reads 7×7 only
+    _jobs.write_csv(rows, tmp_path / "ode_solutions.csv", ode_solutions.COLUMNS, ode_solutions._order)
     nfe = {r["variant"]: r for r in claims_ledger(tmp_path) if "function evaluations" in r["claim"]}
     # rtol 1e-3 is level everywhere (38 vs 38), so the fixed variant is level, not met; steered level too.
     assert nfe["fixed"]["verdict"] == "level" and nfe["steered"]["verdict"] == "level"

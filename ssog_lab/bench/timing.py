@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,3 +86,18 @@ def time_ms(fn: Callable[[], object], repeats: int = 5, budget_s: float = 0.3) -
     """Best milliseconds of `cpu_time` after one warm-up call: calls until `budget_s` has been
     timed, at most `repeats` (the best is the least disturbed by other work on a shared machine)."""
     return cpu_time(fn, warmup=1, repeats=1, min_seconds=budget_s, max_repeats=repeats).best_ms
+
+
+def rotated(items: Sequence[T], round_index: int) -> list[T]:
+    """The order of one round of a side-by-side measurement: `items` starting at round_index (mod their count), so
+    that over len(items) rounds each goes first once and none always runs after the same neighbour."""
+    start = round_index % len(items)
+    return [*items[start:], *items[:start]]
+
+
+def paired_speed(base: Sequence[float], times: Sequence[float]) -> float:
+    """Speed against a baseline timed beside it: the median over paired times of base ÷ time (≥ 1: faster), which
+    a shared machine disturbs less than a ratio of medians (a slow moment slows both of a pair)."""
+    if not base or len(base) != len(times):
+        raise ValueError(f"base and times must be paired, non-empty lists, got {len(base)} and {len(times)} times")
+    return statistics.median(b / t for b, t in zip(base, times, strict=True))

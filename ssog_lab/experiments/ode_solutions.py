@@ -22,6 +22,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import shlex
 import statistics
 import subprocess
@@ -35,6 +36,7 @@ import torch
 from .. import lipschitz, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
+from ..bench.timing import paired_speed, rotated
 from ..models import ViT, ViTConfig, preset_config, rk4_residual
 from ..results.stats import difference_std, mean_std
 from ..train import TrainConfig, fit
@@ -53,6 +55,7 @@ SOLVERS = {
     "rk4, 4 steps": dict(ode_method="rk4", ode_step_size=1.0),
     "rk4, 8 steps": dict(ode_method="rk4", ode_step_size=0.5),
 }
+DEFAULT_SOLVER = "rk4, 8 steps"  # the entry of SOLVERS that is ViTConfig's default (models.ViTConfig.ode_*)
 FINE_RTOL = 1e-6  # dopri5's rtol = atol for the reference solve
 NFE_RTOLS = (1e-3, 1e-6)
 NFE_PROBE = 256  # test images solved by dopri5 after every epoch: how NFE grows during training
@@ -66,11 +69,11 @@ WEIGHTS_DIR = repository.ROOT / "runs" / "ode_solutions"
 # solution of its ODE), and through one RK4 step (the matched-cost wiring, which is not) to show the difference.
 CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_ode_fashion.pt"
 RESIDUAL_CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_rk4_residual_fashion.pt"
-CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", "rk4, 8 steps", 0), RESIDUAL_CHECKPOINT_PATH: ("ssog", "rk4, 1 step", 0)}
+CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", DEFAULT_SOLVER, 0), RESIDUAL_CHECKPOINT_PATH: ("ssog", "rk4, 1 step", 0)}
 # tokens per side -> the training solvers tried there. 7×7 answers which solver gives solutions (and the paper's ODE
 # questions on them); 14×14, the token count of a 224² image at patch 16, trains only the library's default solver
 # (the cheapest that gives solutions at 7×7; each run checks again), for budget: a 14×14 run costs about 4× a 7×7 one.
-GRID_SOLVERS = {7: tuple(SOLVERS), 14: ("rk4, 8 steps",)}
+GRID_SOLVERS = {7: tuple(SOLVERS), 14: (DEFAULT_SOLVER,)}
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,10 @@ class Run:
         return (self.grid, self.mixer, self.solver, self.seed)
 
 
-def plan(grid: int = 7, mixers=MIXERS, seeds=SEEDS) -> list[Run]:
+def plan(grid: int = 7, mixers: tuple[str, ...] = MIXERS, seeds: tuple[int, ...] = SEEDS) -> list[Run]:
     """Every run at one grid (its GRID_SOLVERS), seed-major (every cell's seed 0 first)."""
+    if grid not in GRID_SOLVERS:
+        raise ValueError(f"grid must be one of {tuple(GRID_SOLVERS)}, got {grid!r}")
     return [Run(m, v, s, grid) for s, v, m in itertools.product(seeds, GRID_SOLVERS[grid], mixers)]
 
 
@@ -96,6 +101,8 @@ def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
         raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got {run.solver!r}")
     if run.grid not in GRID_SOLVERS:
         raise ValueError(f"grid must be one of {tuple(GRID_SOLVERS)}, got {run.grid!r}")
+    if run.solver not in GRID_SOLVERS[run.grid]:
+        raise ValueError(f"solver must be one of {GRID_SOLVERS[run.grid]} at grid {run.grid}, got {run.solver!r}")
     torch.manual_seed(run.seed)
     return ViT(ViTConfig(**model_config(run))), TrainConfig(epochs=EPOCHS, seed=run.seed, progress=False)
 
@@ -128,6 +135,11 @@ def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor
                 seconds=time.perf_counter() - start)
 
 
+def dopri5(rtol: float) -> dict:
+    """The ViTConfig fields of a torchdiffeq dopri5 solve at rtol = atol = rtol."""
+    return dict(ode_method="dopri5", ode_solver="torchdiffeq", ode_rtol=rtol, ode_atol=rtol)
+
+
 def relative_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """Median over images of ‖a − b‖ / ‖b‖, each image's (N, C) features as one vector."""
     a, b = a.flatten(1), b.flatten(1)  # (B, N·C)
@@ -141,8 +153,7 @@ def dopri5_nfe(model: torch.nn.Module, images: torch.Tensor) -> dict[str, float]
     model.eval()
     try:
         labels = torch.zeros(len(images), dtype=torch.long)
-        return {f"{rtol:g}": solve_all(model, images, labels, ode_method="dopri5", ode_solver="torchdiffeq",
-                                       ode_rtol=rtol, ode_atol=rtol)["nfe"] for rtol in NFE_RTOLS}
+        return {f"{rtol:g}": solve_all(model, images, labels, **dopri5(rtol))["nfe"] for rtol in NFE_RTOLS}
     finally:
         model.train(was_training)
 
@@ -160,6 +171,19 @@ def lipschitz_columns(model: torch.nn.Module, images: torch.Tensor) -> dict:
                 for state in (x, ends[-1])]
     bound = lipschitz.branch_lipschitz_bound(branch, grid)["total"] if model.config.mixer == "ssog" else None
     return dict(lipschitz_bound=bound, jacobian_norm_start=measured[0], jacobian_norm_end=measured[1])
+
+
+def kept_model(run: Run) -> torch.nn.Module:
+    """The model of `run` with the trained weights its run kept (runs/ is not committed: a fresh machine makes them
+    with `one`, which trains deterministically), in eval mode."""
+    path = weights_path(run)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: `python -m ssog_lab.experiments.ode_solutions one {run.mixer} "
+                                f"{json.dumps(run.solver)} {run.seed} --grid {run.grid}` trains that run and keeps "
+                                "its weights")
+    model = model_and_recipe(run)[0]
+    model.load_state_dict(torch.load(path))
+    return model.eval()
 
 
 def weights_path(run: Run) -> Path:
@@ -184,13 +208,12 @@ def export_checkpoint(path: Path = CHECKPOINT_PATH, from_study: bool = False) ->
     started = time.perf_counter()
     train, test = load(DATASET)
     if from_study:
-        model.load_state_dict(torch.load(weights_path(run)))
+        model = kept_model(run)
     else:
         fit(model, train, test, recipe)
     model.eval()
     images, labels = test_tensors(test)
-    own, fine = solve_all(model, images, labels), solve_all(model, images, labels, ode_method="dopri5",
-                                                             ode_rtol=FINE_RTOL, ode_atol=FINE_RTOL)
+    own, fine = solve_all(model, images, labels), solve_all(model, images, labels, **dopri5(FINE_RTOL))
     command = "python -m ssog_lab.experiments.ode_solutions checkpoint"  # makes every file of CHECKPOINTS
     split = f"test ({len(labels)} images of the Fashion-MNIST subset of experiments.defaults)"
     numbers = dict(test_accuracy=own["accuracy"], test_accuracy_dopri5=fine["accuracy"],
@@ -232,8 +255,7 @@ def run_one(run: Run) -> dict:
     own = solve_all(model, images, labels)
     fine_step = SOLVERS[run.solver]["ode_step_size"] / 4
     rk4_fine = solve_all(model, images, labels, ode_method="rk4", ode_step_size=fine_step)
-    dopri = {rtol: solve_all(model, images, labels, ode_method="dopri5", ode_solver="torchdiffeq",
-                             ode_rtol=rtol, ode_atol=rtol) for rtol in NFE_RTOLS}
+    dopri = {rtol: solve_all(model, images, labels, **dopri5(rtol)) for rtol in NFE_RTOLS}
     fine = dopri[FINE_RTOL]
     host = machine()
     epochs = [r for r in history if r["kind"] == "epoch"]
@@ -242,6 +264,8 @@ def run_one(run: Run) -> dict:
                 distance_rk4_fine=relative_distance(own["features"], rk4_fine["features"]),
                 distance_dopri5=relative_distance(own["features"], fine["features"]),
                 nfe_train=own["nfe"], **{f"nfe_dopri5_{rtol:g}": dopri[rtol]["nfe"] for rtol in NFE_RTOLS},
+                # in-run timings, beside the other run: kept as the run's record; the cost at matched tolerance
+                # is measured side by side by `matched_cost`
                 **{f"dopri5_images_per_s_{rtol:g}": len(labels) / dopri[rtol]["seconds"] for rtol in NFE_RTOLS},
                 nfe_per_epoch=json.dumps(nfe_per_epoch), **lipschitz_columns(model, images[:JACOBIAN_IMAGES]),
                 train_images_per_s=statistics.mean(r["images_per_s"] for r in epochs),
@@ -263,58 +287,68 @@ COLUMNS = ("grid", "mixer", "solver", "seed", *(k for k in NUMBERS if k not in (
            "cpu_flags", "threads", "commit", "model_config", "train_config")
 
 
-def matched_cost(solver: str = "rk4, 8 steps", seeds=SEEDS, rounds: int = 3, count: int = EVAL_BATCH) -> list[dict]:
-    """Cost at matched tolerance, side by side in this process: every mixer's trained models (the weights its runs
-    of `solver` kept) solve the first `count` test images by dopri5 at each NFE_RTOLS tolerance, in `rounds`
-    rounds that take the mixers in a rotated order, timed in CPU time. One row per (mixer, rtol): accuracy, NFE,
-    the median images/s and the speed against SDPA (the median of the ratios paired by seed and round)."""
-    models = {}
-    for mixer, seed in itertools.product(MIXERS, seeds):
-        path = weights_path(Run(mixer, solver, seed))
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: `python -m ssog_lab.experiments.ode_solutions one {mixer} "
-                                    f"{json.dumps(solver)} {seed}` trains that run and keeps its weights")
-        model = model_and_recipe(Run(mixer, solver, seed))[0]
-        model.load_state_dict(torch.load(path))
-        models[mixer, seed] = model.eval()
+def matched_cost(solver: str = DEFAULT_SOLVER, seeds: tuple[int, ...] = SEEDS, rounds: int = 3,
+                 count: int = EVAL_BATCH) -> list[dict]:
+    """Cost at matched tolerance, side by side in this process: every mixer's trained models (`kept_model`) solve
+    the first `count` test images by dopri5 at each NFE_RTOLS tolerance, in `rounds` rounds that take the mixers in
+    a rotated order (after one untimed solve each), timed in CPU time. One row per (mixer, rtol): the per-seed
+    accuracies (%) and NFE, images/s at the median solve time, and the speed against SDPA, whole and per
+    evaluation of f (`timing.paired_speed` over the solves paired by seed and round)."""
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    models = {(m, seed): kept_model(Run(m, solver, seed)) for m, seed in itertools.product(MIXERS, seeds)}
     images, labels = (t[:count] for t in test_tensors())
-    seconds: dict[tuple, list[float]] = {}  # (mixer, seed, rtol) -> CPU seconds per round
+    for model in models.values():  # one-time costs (first calls, allocations) stay out of the timings
+        solve_all(model, images[:8], labels[:8], **dopri5(NFE_RTOLS[0]))
+    seconds: dict[tuple, list[float]] = {}  # (mixer, seed, rtol) -> CPU seconds, one per round
     solved: dict[tuple, dict] = {}
     for r, seed, rtol in itertools.product(range(rounds), seeds, NFE_RTOLS):
-        for mixer in MIXERS[r % len(MIXERS):] + MIXERS[:r % len(MIXERS)]:  # rotated: no mixer always first
+        for mixer in rotated(MIXERS, r):
             start = time.process_time()
-            solved[mixer, seed, rtol] = solve_all(models[mixer, seed], images, labels, ode_method="dopri5",
-                                                  ode_solver="torchdiffeq", ode_rtol=rtol, ode_atol=rtol)
+            solved[mixer, seed, rtol] = solve_all(models[mixer, seed], images, labels, **dopri5(rtol))
             seconds.setdefault((mixer, seed, rtol), []).append(time.process_time() - start)
     rows = []
     for mixer, rtol in itertools.product(MIXERS, NFE_RTOLS):
+        nfe = {seed: solved[mixer, seed, rtol]["nfe"] for seed in seeds}
+        base_nfe = {seed: solved["sdpa", seed, rtol]["nfe"] for seed in seeds}
         times = [t for seed in seeds for t in seconds[mixer, seed, rtol]]
         base = [t for seed in seeds for t in seconds["sdpa", seed, rtol]]
-        rows.append(dict(mixer=mixer, rtol=rtol, n=len(seeds),
-                         accuracy=spread_of([100 * solved[mixer, s, rtol]["accuracy"] for s in seeds]),
-                         nfe=spread_of([solved[mixer, s, rtol]["nfe"] for s in seeds]),
-                         images_per_s=count / statistics.median(times),
-                         speed=statistics.median(b / t for b, t in zip(base, times, strict=True))))
+        per_eval = [t / nfe[seed] for seed in seeds for t in seconds[mixer, seed, rtol]]
+        base_per_eval = [t / base_nfe[seed] for seed in seeds for t in seconds["sdpa", seed, rtol]]
+        rows.append(dict(mixer=mixer, rtol=rtol, accuracy=[100 * solved[mixer, s, rtol]["accuracy"] for s in seeds],
+                         nfe=list(nfe.values()), images_per_s=count / statistics.median(times),
+                         speed=paired_speed(base, times), speed_per_evaluation=paired_speed(base_per_eval, per_eval)))
     return rows
 
 
-def matched_cost_report(rows: list[dict], command: str, solver: str = "rk4, 8 steps") -> str:
-    """The markdown of `matched_cost`'s rows: the command, the host, the table and how to read it."""
+def matched_cost_report(rows: list[dict], command: str, count: int, load: tuple[float, float],
+                        solver: str = DEFAULT_SOLVER) -> str:
+    """The markdown of `matched_cost`'s rows: the command, the host and its load average (1 minute) before and after,
+    the table and how to read it."""
     host = machine()
-    table = markdown_table(rows, {"mixer": "mixer", "dopri5 rtol = atol": lambda r: f"{r['rtol']:g}", "seeds": "n",
-                                  "test % on these images": "accuracy", "NFE": "nfe",
+    table = markdown_table(rows, {"mixer": "mixer", "dopri5 rtol = atol": lambda r: f"{r['rtol']:g}",
+                                  "seeds": lambda r: str(len(r["nfe"])),
+                                  "test % on these images": lambda r: spread_of(r["accuracy"]),
+                                  "NFE": lambda r: spread_of(r["nfe"]),
                                   "images/s": lambda r: f"{r['images_per_s']:.0f}",
-                                  "speed ÷ sdpa": lambda r: f"{r['speed']:.2f}"}, align="llrrrrr")
+                                  "speed ÷ sdpa": lambda r: f"{r['speed']:.2f}",
+                                  "per evaluation of f ÷ sdpa": lambda r: f"{r['speed_per_evaluation']:.2f}"},
+                           align="llrrrrrr")
     return "\n".join([
         "# Continuous depth: cost at matched tolerance, side by side (CPU)", "",
         f"Made by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit `{git_commit()}`.",
-        f"Host: {host['cpu_model']} ({host['cpu_flags'] or 'no AVX-512/AMX'}), {host['threads']} thread(s).", "",
-        f"The ODE models of `ode_solutions.md` trained at {solver} (the library's default solver; their weights are "
-        "the ones those runs keep in runs/ode_solutions/) solve the same test images with dopri5 (torchdiffeq) at "
-        "each tolerance, in one process on a quiet machine: every round solves with every model, the mixers in a "
-        "rotated order, timed in CPU time. images/s: the median over rounds and seeds; speed ÷ sdpa: the median of "
-        "the ratios paired by seed and round (≥ 1: faster than SDPA at the same tolerance). NFE and accuracy: "
-        "mean ± std over the seeds.", "",
+        f"Host: {host['cpu_model']} ({host['cpu_flags'] or 'no AVX-512/AMX'}), {host['threads']} thread(s); load "
+        f"average (1 minute) {load[0]:.2f} before, {load[1]:.2f} after.", "",
+        f"The ODE models of `ode_solutions.md` trained at {solver}, 7×7 tokens (the weights those runs keep in "
+        "runs/ode_solutions/, or a retraining by its `one` command where they are missing) solve the first "
+        f"{count} test images with dopri5 (torchdiffeq) at each tolerance, in one process: after one untimed solve "
+        "each, every round solves with every model, the mixers in a rotated order, timed in CPU time. images/s: at "
+        "the median solve time over rounds and seeds; speed ÷ sdpa: the median of the ratios paired by seed and round "
+        "(≥ 1: faster than SDPA at the same tolerance); per evaluation of f: the same ratio of the times divided by "
+        "each solve's NFE, which separates the cost of one evaluation from the number of evaluations. NFE and "
+        "accuracy: mean ± std over the seeds.", "",
         table, "",
     ])
 
@@ -535,7 +569,8 @@ def report(rows: list[dict]) -> str:
         "Made by `python -m ssog_lab.experiments.ode_solutions run --jobs 2` (two single-thread runs at a time, "
         "one per core; resumable).",
         f"Host: {_jobs.hosts(rows)}. Commit(s): {', '.join(sorted({r['commit'] or '?' for r in rows}))}. Training "
-        f"time of the {len(rows)} runs: {sum(r['train_s'] for r in rows) / 3600:.1f} core-hours (one thread each).",
+        f"time of the {len(rows)} runs (every grid): {sum(r['train_s'] for r in rows) / 3600:.1f} core-hours "
+        "(one thread each).",
         "",
         "Nano ViT, `depth=\"ode\"` (T = 4), 7×7 tokens, the Fashion-MNIST subset of the defaults table "
         f"({n_train} training / {n_test} test images), {EPOCHS} epochs, everything else at the library's defaults. "
@@ -573,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     cost.add_argument("--out", type=Path, required=True, help="the markdown file to write (refused if it exists, "
                       "unless --overwrite)")
     cost.add_argument("--overwrite", action="store_true", help="let --out replace an existing file")
-    cost.add_argument("--rounds", type=int, default=3)
+    cost.add_argument("--rounds", type=int, default=3, help="timed solves of every model at each tolerance")
     one = sub.add_parser("one", help="one run in this process; prints its CSV row as JSON")
     one.add_argument("mixer", choices=MIXERS)
     one.add_argument("solver", choices=list(SOLVERS))
@@ -589,7 +624,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--out {args.out} exists: pass --overwrite to replace it")
         torch.set_num_threads(1)
         command = f"python -m ssog_lab.experiments.ode_solutions {shlex.join(argv or sys.argv[1:])}"
-        atomic_write(args.out, matched_cost_report(matched_cost(rounds=args.rounds), command))
+        before = os.getloadavg()[0]
+        rows = matched_cost(rounds=args.rounds)
+        atomic_write(args.out, matched_cost_report(rows, command, EVAL_BATCH, (before, os.getloadavg()[0])))
         return 0
     if args.command == "checkpoint":
         torch.set_num_threads(1)
