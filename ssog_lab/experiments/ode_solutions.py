@@ -537,17 +537,20 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
         if mixer in by_mixer and "sdpa" in by_mixer:
             mine, base = by_mixer[mixer], by_mixer["sdpa"]
             spread = difference_std(mine["std"], mine["n"], base["std"], base["n"])
+            seeds = f"{mine['n']} and {base['n']} seeds"
             gaps.append(f"- **{mixer}** − sdpa: {mine['accuracy'] - base['accuracy']:+.1f} points"
-                        + (f" ± {spread:.1f}" if not math.isnan(spread) else " (one seed: no spread measured)")
-                        + f" ({mine['n']} and {base['n']} seeds).")
+                        + (f" ({seeds}: no spread measured)." if math.isnan(spread) else f" ± {spread:.1f} ({seeds})."))
     solvers = " / ".join(GRID_SOLVERS[grid])
+    mine = [r["train_s"] for r in rows if r["grid"] == grid]
+    small = [r["train_s"] for r in rows if r["grid"] == 7 and r["solver"] in GRID_SOLVERS[grid]]
+    cost = (f"its runs trained {statistics.mean(mine) / statistics.mean(small):.1f}× as long as the 7×7 runs of the "
+            "same solver" if small else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
     return [
         f"## {grid}×{grid} tokens (patch {IMAGE_SIZE // grid}): the default solver only", "",
         f"Made by `python -m ssog_lab.experiments.ode_solutions run --grid {grid} --jobs 2`. The same recipe at "
         f"{grid}×{grid} tokens, the token count of a 224² image at patch 16, trained through {solvers} only (the "
-        "cheapest solver whose models are solutions at 7×7 tokens; the finer solves check it again here), for "
-        f"budget: a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one. Differences: mean ± the standard deviation of "
-        "the difference of means over seeds.", "",
+        f"cheapest solver whose models are solutions at 7×7 tokens; the finer solves check it again here), for "
+        f"budget: {cost}. Differences: mean ± the standard deviation of the difference of means over seeds.", "",
         _solver_table(found), "", *gaps, "",
     ]
 
