@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from ssog_lab.experiments import _jobs, defaults, ode_solutions
+from ssog_lab.models import ViTConfig
 
 
 def _tiny(monkeypatch):
@@ -208,7 +209,9 @@ def test_matched_cost_times_every_kept_model_in_rotated_rounds_and_pairs_the_rat
 
 
 def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
-    assert {run.solver for run in ode_solutions.plan(14)} == {"rk4, 8 steps"}
+    assert {run.solver for run in ode_solutions.plan(14)} == {ode_solutions.DEFAULT_SOLVER} == {"rk4, 8 steps"}
+    default = ViTConfig()  # DEFAULT_SOLVER names the library's default ODE solver
+    assert all(getattr(default, k) == v for k, v in ode_solutions.SOLVERS[ode_solutions.DEFAULT_SOLVER].items())
     assert len(ode_solutions.plan(14)) == len(ode_solutions.MIXERS) * len(ode_solutions.SEEDS)
     run = ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid=14)
     model, _ = ode_solutions.model_and_recipe(run)

@@ -114,9 +114,14 @@ def model_config(run: Run) -> dict:
                                             **SOLVERS[run.solver]))
 
 
+def run_of(row: dict) -> Run:
+    """The run a stored row records."""
+    return Run(row["mixer"], row["solver"], row["seed"], row["grid"])
+
+
 def is_current(row: dict) -> bool:
     """A stored run is current when today's code builds the model it trained (a default changed since: not)."""
-    return json.loads(row["model_config"]) == model_config(Run(row["mixer"], row["solver"], row["seed"], row["grid"]))
+    return json.loads(row["model_config"]) == model_config(run_of(row))
 
 
 def solve_all(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, **solver) -> dict:
@@ -208,10 +213,10 @@ def export_checkpoint(path: Path = CHECKPOINT_PATH, from_study: bool = False) ->
     started = time.perf_counter()
     train, test = load(DATASET)
     if from_study:
-        model = kept_model(run)
+        model = kept_model(run)  # in eval mode
     else:
         fit(model, train, test, recipe)
-    model.eval()
+        model.eval()
     images, labels = test_tensors(test)
     own, fine = solve_all(model, images, labels), solve_all(model, images, labels, **dopri5(FINE_RTOL))
     command = "python -m ssog_lab.experiments.ode_solutions checkpoint"  # makes every file of CHECKPOINTS
@@ -309,18 +314,18 @@ def matched_cost(solver: str = DEFAULT_SOLVER, seeds: tuple[int, ...] = SEEDS, r
             start = time.process_time()
             solved[mixer, seed, rtol] = solve_all(models[mixer, seed], images, labels, **dopri5(rtol))
             seconds.setdefault((mixer, seed, rtol), []).append(time.process_time() - start)
-    rows = []
-    for mixer, rtol in itertools.product(MIXERS, NFE_RTOLS):
-        nfe = {seed: solved[mixer, seed, rtol]["nfe"] for seed in seeds}
-        base_nfe = {seed: solved["sdpa", seed, rtol]["nfe"] for seed in seeds}
-        times = [t for seed in seeds for t in seconds[mixer, seed, rtol]]
-        base = [t for seed in seeds for t in seconds["sdpa", seed, rtol]]
-        per_eval = [t / nfe[seed] for seed in seeds for t in seconds[mixer, seed, rtol]]
-        base_per_eval = [t / base_nfe[seed] for seed in seeds for t in seconds["sdpa", seed, rtol]]
-        rows.append(dict(mixer=mixer, rtol=rtol, accuracy=[100 * solved[mixer, s, rtol]["accuracy"] for s in seeds],
-                         nfe=list(nfe.values()), images_per_s=count / statistics.median(times),
-                         speed=paired_speed(base, times), speed_per_evaluation=paired_speed(base_per_eval, per_eval)))
-    return rows
+
+    def times(mixer: str, rtol: float, per_evaluation: bool = False) -> list[float]:
+        """CPU seconds of the mixer's timed solves, seed by seed and round by round (÷ NFE: per evaluation of f)."""
+        return [t / (solved[mixer, seed, rtol]["nfe"] if per_evaluation else 1)
+                for seed in seeds for t in seconds[mixer, seed, rtol]]
+
+    return [dict(mixer=mixer, rtol=rtol, accuracy=[100 * solved[mixer, s, rtol]["accuracy"] for s in seeds],
+                 nfe=[solved[mixer, s, rtol]["nfe"] for s in seeds],
+                 images_per_s=count / statistics.median(times(mixer, rtol)),
+                 speed=paired_speed(times("sdpa", rtol), times(mixer, rtol)),
+                 speed_per_evaluation=paired_speed(times("sdpa", rtol, True), times(mixer, rtol, True)))
+            for mixer, rtol in itertools.product(MIXERS, NFE_RTOLS)]
 
 
 def matched_cost_report(rows: list[dict], command: str, count: int, load: tuple[float, float],
@@ -366,7 +371,7 @@ def execute(runs: list[Run], jobs: int, path: Path = CSV_PATH) -> int:
     """Run what the CSV lacks, `jobs` single-thread processes at once, writing each row as it finishes; the
     number of failed runs (retried on the next call)."""
     rows = read_rows(path)
-    done = {(r["grid"], r["mixer"], r["solver"], r["seed"]) for r in rows}
+    done = {run_of(r).key for r in rows}
     pending = [run for run in runs if run.key not in done]
     _jobs.log(f"{len(pending)} of {len(runs)} runs to do, {jobs} at a time")
 
@@ -541,10 +546,10 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
             gaps.append(f"- **{mixer}** − sdpa: {mine['accuracy'] - base['accuracy']:+.1f} points"
                         + (f" ({seeds}: no spread measured)." if math.isnan(spread) else f" ± {spread:.1f} ({seeds})."))
     solvers = " / ".join(GRID_SOLVERS[grid])
-    mine = [r["train_s"] for r in rows if r["grid"] == grid]
-    small = [r["train_s"] for r in rows if r["grid"] == 7 and r["solver"] in GRID_SOLVERS[grid]]
-    cost = (f"its runs trained {statistics.mean(mine) / statistics.mean(small):.1f}× as long as the 7×7 runs of the "
-            "same solver" if small else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
+    train_s = [r["train_s"] for r in rows if r["grid"] == grid]
+    small_train_s = [r["train_s"] for r in rows if r["grid"] == 7 and r["solver"] in GRID_SOLVERS[grid]]
+    cost = (f"its runs trained {statistics.mean(train_s) / statistics.mean(small_train_s):.1f}× as long as the 7×7 "
+            "runs of the same solver" if small_train_s else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
     return [
         f"## {grid}×{grid} tokens (patch {IMAGE_SIZE // grid}): the default solver only", "",
         f"Made by `python -m ssog_lab.experiments.ode_solutions run --grid {grid} --jobs 2`. The same recipe at "
