@@ -264,28 +264,61 @@ def test_the_results_package_uses_no_regular_expression():
         assert "re" not in imported, path
 
 
-def test_nfe_claim_is_read_on_models_that_are_solutions_of_their_ode(tmp_path):
-    """With an ODE-solutions study whose cheapest solver gives solutions for every mixer, the NFE rows read it."""
+def ode_study_row(mixer: str, seed: int, grid: int = 7, accuracy_: float = 0.8, nfe_fine: float = 100.0) -> dict:
+    """A current row of the ODE-solutions study at the default solver: a solution of its ODE (every solve agrees)."""
+    from ssog_lab.experiments import ode_solutions
+
+    run = ode_solutions.Run(mixer, ode_solutions.DEFAULT_SOLVER, seed, grid)
+    return {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid, "mixer": mixer, "solver": run.solver,
+            "seed": seed, "accuracy": accuracy_, "accuracy_rk4_fine": accuracy_, "accuracy_dopri5": accuracy_,
+            "nfe_dopri5_0.001": 38.0, "nfe_dopri5_1e-06": nfe_fine + seed, "nfe_per_epoch": "{}", "cpu_model": "x",
+            "cpu_flags": "", "threads": 1, "commit": "c", "model_config": json.dumps(ode_solutions.model_config(run)),
+            "train_config": "{}"}
+
+
+def write_ode_study(folder: Path, rows: list[dict]) -> None:
     from ssog_lab.experiments import _jobs, ode_solutions
 
-    def row(mixer, seed, nfe_fine):
-        run = ode_solutions.Run(mixer, "rk4, 8 steps", seed)
-        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": 7}
-        return {**numbers, "mixer": mixer, "solver": run.solver, "seed": seed, "accuracy": 0.8,
-                "accuracy_rk4_fine": 0.8, "accuracy_dopri5": 0.8, "nfe_dopri5_0.001": 38.0,
-                "nfe_dopri5_1e-06": nfe_fine + seed, "nfe_per_epoch": "{}", "cpu_model": "x", "cpu_flags": "",
-                "threads": 1, "commit": "c", "model_config": json.dumps(ode_solutions.model_config(run)),
-                "train_config": "{}"}
+    _jobs.write_csv(rows, folder / "ode_solutions.csv", ode_solutions.COLUMNS, ode_solutions._order)
 
-    rows = [row(m, s, {"sdpa": 100.0, "ssog": 80.0, "ssog-steered": 99.0}[m]) for m in ode_solutions.MIXERS
-            for s in (0, 1)]
+
+def test_nfe_claim_is_read_on_models_that_are_solutions_of_their_ode(tmp_path):
+    """With an ODE-solutions study whose cheapest solver gives solutions for every mixer, the NFE rows read it."""
+    from ssog_lab.experiments import ode_solutions
+
+    rows = [ode_study_row(m, s, nfe_fine={"sdpa": 100.0, "ssog": 80.0, "ssog-steered": 99.0}[m])
+            for m in ode_solutions.MIXERS for s in (0, 1)]
     rows += [{**r, "grid": 14, "nfe_dopri5_1e-06": 500.0} for r in rows]  # other models: the claim reads 7×7 only
-    _jobs.write_csv(rows, tmp_path / "ode_solutions.csv", ode_solutions.COLUMNS, ode_solutions._order)
+    write_ode_study(tmp_path, rows)
     nfe = {r["variant"]: r for r in claims_ledger(tmp_path) if "function evaluations" in r["claim"]}
     # rtol 1e-3 is level everywhere (38 vs 38), so the fixed variant is level, not met; steered level too.
     assert nfe["fixed"]["verdict"] == "level" and nfe["steered"]["verdict"] == "level"
     assert "80.5 ± 0.7 vs sdpa 100.5 ± 0.7" in nfe["fixed"]["measured"] and "rk4, 8 steps" in nfe["fixed"]["measured"]
     assert nfe["fixed"]["source"] == "docs/results/ode_solutions.csv"
+
+
+def test_the_ode_accuracy_gaps_come_from_the_study_at_each_phases_grid(tmp_path):
+    """The sweep's 7×7 and 14×14 phases take the ODE form's gap from the study's runs at their own token grid; a grid
+    whose study lacks a mixer keeps the sweep's ODE rows (here: none at 14×14)."""
+    from ssog_lab.experiments import ode_solutions
+
+    fashion_sweep(tmp_path)
+    for mixer, gap in (("sdpa", 0), ("ssog", 4), ("ssog-steered", 2)):
+        fashion_run(tmp_path, "discrete", mixer, 0, (80 + gap) / 100, phase="patch2", patch=2)
+    accuracies = {7: {"sdpa": 0.70, "ssog": 0.75, "ssog-steered": 0.72},
+                  14: {"sdpa": 0.74, "ssog": 0.83, "ssog-steered": 0.80}}
+    rows = [ode_study_row(m, s, grid, accuracy) for grid, by_mixer in accuracies.items()
+            for m, accuracy in by_mixer.items() for s in (0, 1)]
+    write_ode_study(tmp_path, rows)
+    top1 = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +2.2")}
+    assert "ode: +5.0 ± 0.0 points (n = 2, Fashion-MNIST subset, 7×7 tokens" in top1["fixed"]["measured"]
+    assert "ode: +9.0 ± 0.0 points (n = 2, Fashion-MNIST subset, 14×14 tokens" in top1["fixed"]["measured"]
+    assert "ode: +6.0 ± 0.0 points (n = 2, Fashion-MNIST subset, 14×14 tokens" in top1["steered"]["measured"]
+    assert top1["fixed"]["source"].endswith("docs/results/ode_solutions.csv")
+    write_ode_study(tmp_path, [r for r in rows if (r["grid"], r["mixer"]) != (14, "ssog-steered")])
+    top1 = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +2.2")}
+    assert "subset, 14×14 tokens" not in top1["fixed"]["measured"] and "subset, 7×7" in top1["fixed"]["measured"]
+    assert ode_solutions.DEFAULT_SOLVER in top1["steered"]["measured"]
 
 
 def test_the_ode_accuracy_rows_read_models_that_are_solutions():

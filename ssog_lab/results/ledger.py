@@ -105,27 +105,29 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
-def _ode_study(results_dir: Path) -> tuple[str, dict[str, dict]] | None:
-    """(solver, mixer -> its `ode_solutions.cells` entry) of the committed ODE-solutions study at the cheapest solver
-    whose models are solutions for every mixer, all of them current; None without such a solver."""
-    study = [r for r in ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name) if r["grid"] == 7]
+def _ode_study(results_dir: Path, grid: int = 7) -> tuple[str, dict[str, dict]] | None:
+    """(solver, mixer -> its `ode_solutions.cells` entry) of the committed ODE-solutions study at `grid` tokens per
+    side, at the cheapest solver whose models are solutions for every mixer, all of them current; None without such
+    a solver."""
+    study = [r for r in ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name) if r["grid"] == grid]
     found = ode_solutions.cells(study)
-    solver = ode_solutions.solution_solver(found)
+    solver = ode_solutions.solution_solver(found, grid)
     if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
         return None
     return solver, {c["mixer"]: c for c in found if c["solver"] == solver}
 
 
-def _ode_solution_gaps(study: tuple[str, dict[str, dict]] | None) -> dict[str, tuple]:
-    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from `_ode_study` ({} without it): the ODE
-    form's accuracy on models that are solutions of their ODE, which the sweeps' one-RK4-step models are not."""
+def _ode_solution_gaps(study: tuple[str, dict[str, dict]] | None, grid: int) -> dict[str, tuple]:
+    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from `_ode_study` at `grid` ({} without it):
+    the ODE form's accuracy on models that are solutions of their ODE, which the sweeps' one-RK4-step models are
+    not."""
     if study is None:
         return {}
     solver, by_mixer = study
     base = by_mixer["sdpa"]
     return {mixer: (c["accuracy"] - base["accuracy"], difference_std(c["std"], c["n"], base["std"], base["n"]),
-                    c["n"], f"Fashion-MNIST subset, 7×7 tokens, library defaults, {ode_solutions.EPOCHS} epochs, "
-                            f"trained through {solver}")
+                    c["n"], f"Fashion-MNIST subset, {grid}×{grid} tokens, library defaults, "
+                            f"{ode_solutions.EPOCHS} epochs, trained through {solver}")
             for mixer, c in by_mixer.items() if mixer != "sdpa"}
 
 
@@ -166,23 +168,25 @@ def _accuracy_row(claim: dict, variant: str, parts: list[tuple[dict, list[tuple]
     return _row(claim["text"], variant, measured, verdict, sources, claim["topic"], value)
 
 
-def _phase_gaps(claim: dict, mixer: str, current: list[dict], first: dict, ode_gaps: dict[str, tuple]
-                ) -> list[tuple[dict, list[tuple]]]:
+def _phase_gaps(claim: dict, mixer: str, current: list[dict], first: dict,
+                ode_gaps: dict[str, dict[str, tuple]]) -> list[tuple[dict, list[tuple]]]:
     """(the phase's first row, `_gaps`) for each of ACCURACY_PHASES of the first sweep that measures the claim; the
-    ODE-solutions study's gaps stand for the ODE form of the first phase only (it trained at 7×7 tokens)."""
+    ODE-solutions study's gaps at the phase's token grid (`ode_gaps`: tokens per side, as `accuracy_results` writes
+    it -> `_ode_solution_gaps`) stand for its ODE form."""
     sweep = first["source"].rsplit("/", 1)[0]
     parts = []
     for phase in ACCURACY_PHASES:
         rows = [r for r in current if r["source"] == f"{sweep}/{phase}"]
         table = {(r["depth"], r["mixer"]): r for r in rows}
-        gaps = _gaps(claim, mixer, table, ode_gaps if rows and rows[0] is first else {})
+        gaps = _gaps(claim, mixer, table, ode_gaps.get(rows[0]["grid"], {}) if rows else {})
         if gaps:
             parts.append((rows[0], gaps))
     return parts
 
 
-def _accuracy_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None) -> list[dict]:
-    ode_gaps = _ode_solution_gaps(study)
+def _accuracy_rows(results_dir: Path, studies: dict[int, tuple[str, dict[str, dict]] | None]) -> list[dict]:
+    """The accuracy claims; `studies`: tokens per side -> `_ode_study` there."""
+    ode_gaps = {str(grid): _ode_solution_gaps(study, grid) for grid, study in studies.items()}
     results = accuracy_results(results_dir)
     current = [r for r in results if r["current"]]
     stale = sorted({r["source"] for r in results if not r["current"]})
@@ -196,7 +200,7 @@ def _accuracy_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None)
                 continue
             first = current[0]  # the first sweep's main phase (`accuracy_results` puts it first)
             parts = _phase_gaps(claim, mixer, current, first, ode_gaps)
-            rows.append(_accuracy_row(claim, variant, parts, bool(ode_gaps)) if parts else
+            rows.append(_accuracy_row(claim, variant, parts, any(ode_gaps.values())) if parts else
                         _row(claim["text"], variant, "not in the stored results", "not measured",
                              f"docs/results/{first['source']}", claim["topic"]))
     return rows
@@ -363,9 +367,10 @@ def claims_ledger(results_dir: str | Path = RESULTS_DIR) -> list[dict]:
     steered SSoG, with this suite's committed measurement and a verdict in `VERDICTS` (`topic` and `value`: the
     claim and the measurement in a few words, for the README's table)."""
     results_dir = Path(results_dir)
-    study = _ode_study(results_dir)  # read once: the ODE parts of the accuracy claim and the NFE row
-    return (_parameter_rows(results_dir) + _accuracy_rows(results_dir, study) + _speed_rows(results_dir)
-            + _nfe_rows(results_dir, study))
+    # Read once: the ODE parts of the accuracy claims at each grid; the NFE row at 7×7, the grid of the NFE questions.
+    studies = {grid: _ode_study(results_dir, grid) for grid in ode_solutions.GRID_SOLVERS}
+    return (_parameter_rows(results_dir) + _accuracy_rows(results_dir, studies) + _speed_rows(results_dir)
+            + _nfe_rows(results_dir, studies[7]))
 
 
 def variant_summary(ledger: list[dict]) -> str:
