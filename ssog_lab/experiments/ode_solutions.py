@@ -74,6 +74,9 @@ CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", DEFAULT_SOLVER, 0), RESIDUAL_CHECKPOINT
 # questions on them); 14×14, the token count of a 224² image at patch 16, trains only the library's default solver
 # (the cheapest that gives solutions at 7×7; each run checks again), for budget: a 14×14 run costs about 4× a 7×7 one.
 GRID_SOLVERS = {7: tuple(SOLVERS), 14: (DEFAULT_SOLVER,)}
+# The budget of the larger grid, set before its runs: the 7×7 runs' 0.6 core-hours per seed (finer solves
+# included) × 4 for four times the tokens.
+GRID_BUDGET_CORE_HOURS = {14: 2.5}
 
 
 @dataclass(frozen=True)
@@ -550,6 +553,9 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
     small_train_s = [r["train_s"] for r in rows if r["grid"] == 7 and r["solver"] in GRID_SOLVERS[grid]]
     cost = (f"its runs trained {statistics.mean(train_s) / statistics.mean(small_train_s):.1f}× as long as the 7×7 "
             "runs of the same solver" if small_train_s else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
+    cost += (f"; its {len(train_s)} runs' training took {sum(train_s) / 3600:.1f} core-hours, against a budget "
+             f"stated beforehand of {GRID_BUDGET_CORE_HOURS[grid]:g} core-hours per seed of the {len(MIXERS)} mixers, "
+             "finer solves included (docs/DESIGN.md §4)")
     return [
         f"## {grid}×{grid} tokens (patch {IMAGE_SIZE // grid}): the default solver only", "",
         f"Made by `python -m ssog_lab.experiments.ode_solutions run --grid {grid} --jobs 2`. The same recipe at "
