@@ -239,6 +239,7 @@ def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
     assert study.rstrip("\n") == alone[alone.index("| mixer |"):].rstrip("\n")  # the 7×7 study is unchanged
     section = text[text.index("## 14×14 tokens"):]
     assert "run --grid 14 --jobs 2" in section
+    assert "its runs trained 1.0× as long as their 7×7 twins" in section
     rows[-1]["train_s"] = 3600.0 * 3  # 3 core-hours and five runs of 1 s
     assert "its 6 runs' training took 3.0 core-hours, against a budget stated beforehand of 2.5 core-hours per " \
         "seed" in ode_solutions.report(rows)

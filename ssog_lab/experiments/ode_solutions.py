@@ -477,7 +477,7 @@ def ode_questions(rows: list[dict]) -> str:
         "(`lipschitz.jacobian_spectral_norm`). The cost at matched tolerance (images/s when every model is solved by "
         "dopri5 at the same rtol = atol) is measured apart from these runs, whose timings share the machine with the "
         "other run: the same models side by side on a quiet machine, `ode_matched_cost_cpu*.md` (`python -m "
-        "ssog_lab.experiments.ode_solutions cost`).",
+        "ssog_lab.experiments.ode_solutions cost --out docs/results/ode_matched_cost_cpu<_host>.md`).",
         "",
         markdown_table(lines, columns, align="lrrrrllrrr"),
         "",
@@ -550,9 +550,12 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
                         + (f" ({seeds}: no spread measured)." if math.isnan(spread) else f" ± {spread:.1f} ({seeds})."))
     solvers = " / ".join(GRID_SOLVERS[grid])
     train_s = [r["train_s"] for r in rows if r["grid"] == grid]
-    small_train_s = [r["train_s"] for r in rows if r["grid"] == 7 and r["solver"] in GRID_SOLVERS[grid]]
-    cost = (f"its runs trained {statistics.mean(train_s) / statistics.mean(small_train_s):.1f}× as long as the 7×7 "
-            "runs of the same solver" if small_train_s else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
+    # Each run beside its 7×7 twin (same mixer, solver and seed), so the ratio does not mix mixers.
+    small = {(r["mixer"], r["solver"], r["seed"]): r["train_s"] for r in rows if r["grid"] == 7}
+    pairs = [(r["train_s"], small[key]) for r in rows
+             if r["grid"] == grid and (key := (r["mixer"], r["solver"], r["seed"])) in small]
+    cost = (f"its runs trained {sum(b for b, _ in pairs) / sum(s for _, s in pairs):.1f}× as long as their 7×7 twins "
+            "(same mixer, solver and seed)" if pairs else f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one")
     cost += (f"; its {len(train_s)} runs' training took {sum(train_s) / 3600:.1f} core-hours, against a budget "
              f"stated beforehand of {GRID_BUDGET_CORE_HOURS[grid]:g} core-hours per seed of the {len(MIXERS)} mixers, "
              "finer solves included (docs/DESIGN.md §4)")
