@@ -143,6 +143,12 @@ class ViTConfig:
         return float(self.layers if self.ode_T is None else self.ode_T)
 
 
+def defining_fields(config: dict) -> dict:
+    """The fields of a ViTConfig (as a dict, e.g. a stored run's) that define its model: a discrete or looped
+    model has no ODE solver, so its ode_* fields are left out."""
+    return {k: v for k, v in config.items() if config["depth"] == "ode" or not k.startswith("ode_")}
+
+
 PRESETS: dict[str, dict] = {
     "nano": dict(image_size=32, patch_size=4, dim=64, layers=4, heads=2),
     "tiny": dict(image_size=224, patch_size=16, dim=192, layers=12, heads=3),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ssog_lab.experiments import defaults
-from ssog_lab.models import ViTConfig
+from ssog_lab.models import ViTConfig, defining_fields
 from ssog_lab.train import TrainConfig
 
 
@@ -33,16 +33,11 @@ def test_the_stored_validation_runs_compared_todays_defaults_with_each_variant()
         _assert_configs_are_todays(row)
 
 
-def _defining(config: dict) -> dict:
-    """The fields that define a model: a discrete or looped model has no ODE solver, so its ode_* fields do not."""
-    return {k: v for k, v in config.items() if config["depth"] == "ode" or not k.startswith("ode_")}
-
-
 def _assert_configs_are_todays(row: dict) -> None:
     run = defaults.Run(row["dataset"], row["grid"], row["mixer"], row["seed"], row["variant"])
     with torch.device("meta"):
         model, recipe = defaults.model_and_recipe(run)
-    assert _defining(json.loads(row["model_config"])) == _defining(dataclasses.asdict(model.config)), run
+    assert defining_fields(json.loads(row["model_config"])) == defining_fields(dataclasses.asdict(model.config)), run
     assert json.loads(row["train_config"]) == dataclasses.asdict(recipe), run
 
 
