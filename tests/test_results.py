@@ -97,7 +97,9 @@ def test_ledger_reads_the_sweep_runs_and_gives_verdicts(tmp_path):
     top1 = {r["variant"]: r for r in ledger if r["claim"].startswith("CIFAR-100: +2.2")}
     # Fashion-MNIST is not the paper's CIFAR-100 at 224²: shown, never scored met or missed
     assert top1["fixed"]["verdict"] == "proxy" and top1["steered"]["verdict"] == "proxy"
-    assert "discrete: +3.0 ± 0.8 points (n = 3, fashion-mnist)" in top1["fixed"]["measured"]
+    # each clause names its recipe and the CPU that trained it (run.json's machine)
+    assert "discrete: +3.0 ± 0.8 points (n = 3, fashion-mnist, 28², patch 4 (7×7 tokens), 6 epochs; trained on " \
+        "CPU A)" in top1["fixed"]["measured"]
     assert "a proxy, not CIFAR-100 at 224²" in top1["fixed"]["measured"]
     assert top1["fixed"]["source"] == "docs/results/accuracy_fashion/runs/main"
     looped = [r for r in ledger if "looped" in r["claim"] and "top-1" in r["claim"]]
@@ -107,8 +109,8 @@ def test_ledger_reads_the_sweep_runs_and_gives_verdicts(tmp_path):
             fashion_run(tmp_path, "looped", mixer, seed, (80 + seed + gap) / 100, phase="patch2", patch=2)
     looped = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +5.4")}
     assert looped["fixed"]["verdict"] == "proxy" and looped["fixed"]["source"].endswith("runs/patch2")
-    assert "looped: +6.0 ± 0.7 points (n = 2, fashion-mnist) — 28², patch 2 (14×14 tokens)" in \
-        looped["fixed"]["measured"]
+    assert "looped: +6.0 ± 0.7 points (n = 2, fashion-mnist, 28², patch 2 (14×14 tokens), 6 epochs; trained on " \
+        "CPU A)" in looped["fixed"]["measured"]
     text = variant_summary(ledger)
     assert "**Accuracy** (top-1 over dense attention): no SSoG variant established: only proxy" in text
 

@@ -67,6 +67,7 @@ def _row(source: str, phase: str, members: list[RunRecord]) -> dict:
                 grid=f"{first.config.image_size // first.config.patch_size}" if first.config is not None else "?",
                 values=[float(r.test_accuracy) for r in members], parameters=first.summary.get("parameters"),
                 current=all(r.current for r in members), nfe=nfe, solver_accuracy=solver_accuracy,
+                hosts=sorted({r.machine.get("cpu_model") or "unknown machine" for r in members}),
                 epochs=statistics.mean(r.summary["epochs_done"] for r in members))
 
 
@@ -74,7 +75,8 @@ def accuracy_results(results_dir: str | Path = repository.RESULTS_DIR) -> list[d
     """Configuration rows of every committed sweep's finished test runs: {source (the phase folder, from
     results_dir), phase, group (its setting), depth, mixer, label, dataset, image_size, grid (tokens per side),
     values (per-seed test accuracies, fractions), parameters, current (today's code builds the same models), nfe
-    and solver_accuracy ({rtol: per-seed values} of the ODE runs' nfe.json)}. Each sweep's main phase comes first.
+    and solver_accuracy ({rtol: per-seed values} of the ODE runs' nfe.json), hosts (the CPU models that trained
+    them)}. Each sweep's main phase comes first.
     Runs judged on a validation split (tuning, ablations) have no test accuracy and are left out."""
     results_dir = Path(results_dir)
     rows = []

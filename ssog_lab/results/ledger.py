@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import bench, models, repository
 from ..bench.params import params_markdown
@@ -105,71 +106,95 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
     return rows
 
 
-def _ode_study(results_dir: Path, grid: int = 7) -> tuple[str, dict[str, dict]] | None:
-    """(solver, mixer -> its `ode_solutions.cells` entry) of the committed ODE-solutions study at `grid` tokens per
-    side, at the cheapest solver whose models are solutions for every mixer, all of them current; None without such
-    a solver."""
+class OdeStudy(NamedTuple):
+    """The committed ODE-solutions study at one grid, at the cheapest solver whose models are solutions for every
+    mixer: that solver, mixer -> its `ode_solutions.cells` entry, and the CPU models that trained those runs."""
+    solver: str
+    by_mixer: dict[str, dict]
+    hosts: list[str]
+
+
+def _ode_study(results_dir: Path, grid: int = 7) -> OdeStudy | None:
+    """The `OdeStudy` at `grid` tokens per side, its runs all current; None without a solver that gives solutions
+    for every mixer there."""
     study = [r for r in ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name) if r["grid"] == grid]
     found = ode_solutions.cells(study)
     solver = ode_solutions.solution_solver(found, grid)
     if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
         return None
-    return solver, {c["mixer"]: c for c in found if c["solver"] == solver}
+    return OdeStudy(solver, {c["mixer"]: c for c in found if c["solver"] == solver},
+                    sorted({r["cpu_model"] for r in study if r["solver"] == solver}))
 
 
-def _ode_solution_gaps(study: tuple[str, dict[str, dict]] | None, grid: int) -> dict[str, tuple]:
-    """mixer -> (gap over sdpa in points, its spread, seeds, data set) from `_ode_study` at `grid` ({} without it):
-    the ODE form's accuracy on models that are solutions of their ODE, which the sweeps' one-RK4-step models are
-    not."""
+class Gap(NamedTuple):
+    """One depth form's accuracy over SDPA's: `points` ± `spread` (percentage points) over `seeds`, trained on
+    `dataset` at `image_size` (None: not the paper's setting) by `recipe`, on the CPU models `hosts`; `short`: the
+    recipe in a few words where it is not the sweep's (the README's table), else empty."""
+    depth: str
+    points: float
+    spread: float
+    seeds: int
+    dataset: str
+    image_size: int | None
+    recipe: str
+    hosts: list[str]
+    short: str = ""
+
+
+def _ode_solution_gaps(study: OdeStudy | None, grid: int) -> dict[str, Gap]:
+    """mixer -> its ODE form's `Gap` from `_ode_study` at `grid` ({} without it): accuracy on models that are
+    solutions of their ODE, which the sweeps' one-RK4-step models are not."""
     if study is None:
         return {}
-    solver, by_mixer = study
-    base = by_mixer["sdpa"]
-    return {mixer: (c["accuracy"] - base["accuracy"], difference_std(c["std"], c["n"], base["std"], base["n"]),
-                    c["n"], f"Fashion-MNIST subset, {grid}×{grid} tokens, library defaults, "
-                            f"{ode_solutions.EPOCHS} epochs, trained through {solver}")
-            for mixer, c in by_mixer.items() if mixer != "sdpa"}
+    base = study.by_mixer["sdpa"]
+    recipe = f"{grid}×{grid} tokens, library defaults, {ode_solutions.EPOCHS} epochs, trained through {study.solver}"
+    return {mixer: Gap("ode", c["accuracy"] - base["accuracy"],
+                       difference_std(c["std"], c["n"], base["std"], base["n"]), c["n"], "Fashion-MNIST subset",
+                       None, recipe, study.hosts, f"defaults, {ode_solutions.EPOCHS}-epoch subset")
+            for mixer, c in study.by_mixer.items() if mixer != "sdpa"}
 
 
-def _gaps(claim: dict, mixer: str, table: dict[tuple[str, str], dict], ode_gaps: dict[str, tuple]) -> list[tuple]:
-    """(depth, gap over sdpa in points, its spread, seeds, data set, image side) per depth form of `claim` that
-    `table` ((depth, mixer) -> configuration row) or the ODE-solutions study measures."""
+def _gaps(claim: dict, mixer: str, table: dict[tuple[str, str], dict], ode_gaps: dict[str, Gap]) -> list[Gap]:
+    """A `Gap` per depth form of `claim` that `table` ((depth, mixer) -> configuration row) or the ODE-solutions
+    study measures."""
     gaps = []
     for depth in claim["depths"]:
         mine, base = table.get((depth, mixer)), table.get((depth, "sdpa"))
         if depth == "ode" and mixer in ode_gaps:  # models that are solutions of their ODE
-            gaps.append(("ode", *ode_gaps[mixer], None))
+            gaps.append(ode_gaps[mixer])
         elif mine and base:
             (m1, s1), (m0, s0) = mean_std(mine["values"]), mean_std(base["values"])
             spread = difference_std(s1, len(mine["values"]), s0, len(base["values"]))
-            gaps.append((depth, 100 * (m1 - m0), 100 * spread, len(mine["values"]), mine["dataset"],
-                         mine.get("image_size")))
+            gaps.append(Gap(depth, 100 * (m1 - m0), 100 * spread, len(mine["values"]), mine["dataset"],
+                            mine.get("image_size"), mine["group"], sorted({*mine["hosts"], *base["hosts"]})))
     return gaps
 
 
-def _accuracy_row(claim: dict, variant: str, parts: list[tuple[dict, list[tuple]]], ode_study: bool) -> dict:
+def _accuracy_row(claim: dict, variant: str, parts: list[tuple[dict, list[Gap]]]) -> dict:
     """One accuracy row from each phase's `_gaps` (`parts`: (the phase's first row, its gaps), one per token grid):
-    scored only in the paper's setting, else a proxy."""
+    scored only in the paper's setting, else a proxy. Each gap names its own recipe and hosts: the ODE-solutions
+    study's differ from the sweep's."""
     gaps = [gap for _, phase_gaps in parts for gap in phase_gaps]
-    measured = "; ".join("; ".join(f"{d}: {g:+.1f}" + (f" ± {s:.1f}" if math.isfinite(s) else "") +
-                                   f" points (n = {n}, {ds})" for d, g, s, n, ds, _ in phase_gaps)
-                         + f" — {row['group']}" for row, phase_gaps in parts)
-    value = "; ".join(", ".join(f"{d} {g:+.1f}" for d, g, *_ in phase_gaps) +
-                      (f" ({row['grid']}×{row['grid']} tokens)" if len(parts) > 1 else "") for row, phase_gaps in parts)
+    measured = "; ".join(f"{g.depth}: {g.points:+.1f}" + (f" ± {g.spread:.1f}" if math.isfinite(g.spread) else "")
+                         + f" points (n = {g.seeds}, {g.dataset}, {g.recipe}; trained on {', '.join(g.hosts)})"
+                         for g in gaps)
+    value = "; ".join((f"{row['grid']}×{row['grid']} tokens: " if len(parts) > 1 else "")
+                      + ", ".join(f"{g.depth} {g.points:+.1f}" + (f" ({g.short})" if g.short else "")
+                                  for g in phase_gaps) for row, phase_gaps in parts)
     value += " points"
-    if all((ds, size) == PAPER_ACCURACY_SETTING for *_, ds, size in gaps):
-        verdict = "met" if all(g >= claim["low"] for _, g, *_ in gaps) else "missed"
+    if all((g.dataset, g.image_size) == PAPER_ACCURACY_SETTING for g in gaps):
+        verdict = "met" if all(g.points >= claim["low"] for g in gaps) else "missed"
     else:  # another data set or resolution: a proxy, not a test of the paper's number
         verdict = "proxy"
         measured += "; a proxy, not CIFAR-100 at 224²"
         value += f" ({parts[0][0]['dataset']})"
     sources = "`, `".join(f"docs/results/{row['source']}" for row, _ in parts) + (
-        "`, `docs/results/ode_solutions.csv" if any(d == "ode" for d, *_ in gaps) and ode_study else "")
+        f"`, `docs/results/{ode_solutions.CSV_PATH.name}" if any(g.short for g in gaps) else "")
     return _row(claim["text"], variant, measured, verdict, sources, claim["topic"], value)
 
 
 def _phase_gaps(claim: dict, mixer: str, current: list[dict], first: dict,
-                ode_gaps: dict[str, dict[str, tuple]]) -> list[tuple[dict, list[tuple]]]:
+                ode_gaps: dict[str, dict[str, Gap]]) -> list[tuple[dict, list[Gap]]]:
     """(the phase's first row, `_gaps`) for each of ACCURACY_PHASES of the first sweep that measures the claim; the
     ODE-solutions study's gaps at the phase's token grid (`ode_gaps`: tokens per side, as `accuracy_results` writes
     it -> `_ode_solution_gaps`) stand for its ODE form."""
@@ -184,7 +209,7 @@ def _phase_gaps(claim: dict, mixer: str, current: list[dict], first: dict,
     return parts
 
 
-def _accuracy_rows(results_dir: Path, studies: dict[int, tuple[str, dict[str, dict]] | None]) -> list[dict]:
+def _accuracy_rows(results_dir: Path, studies: dict[int, OdeStudy | None]) -> list[dict]:
     """The accuracy claims; `studies`: tokens per side -> `_ode_study` there."""
     ode_gaps = {str(grid): _ode_solution_gaps(study, grid) for grid, study in studies.items()}
     results = accuracy_results(results_dir)
@@ -200,7 +225,7 @@ def _accuracy_rows(results_dir: Path, studies: dict[int, tuple[str, dict[str, di
                 continue
             first = current[0]  # the first sweep's main phase (`accuracy_results` puts it first)
             parts = _phase_gaps(claim, mixer, current, first, ode_gaps)
-            rows.append(_accuracy_row(claim, variant, parts, any(ode_gaps.values())) if parts else
+            rows.append(_accuracy_row(claim, variant, parts) if parts else
                         _row(claim["text"], variant, "not in the stored results", "not measured",
                              f"docs/results/{first['source']}", claim["topic"]))
     return rows
@@ -279,12 +304,12 @@ def _nfe_text(spread: Spread) -> str:
     return ode_solutions.spread_text(*spread)
 
 
-def _nfe_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None) -> list[dict]:
+def _nfe_rows(results_dir: Path, study: OdeStudy | None) -> list[dict]:
     """The NFE claim, read from the ODE-solutions study (`_ode_study`: models that are solutions of their ODE);
     without such models, from the accuracy sweeps' nfe.json files (`_sweep_nfe_rows`)."""
     if study is None:
         return _sweep_nfe_rows(results_dir)
-    solver, by_mixer = study
+    solver, by_mixer, hosts = study
     spread = lambda c, r: (c[f"nfe_{r:g}"], c[f"nfe_{r:g}_std"], c["n"])  # noqa: E731
     rows = []
     for mixer, variant in VARIANTS.items():
@@ -293,7 +318,7 @@ def _nfe_rows(results_dir: Path, study: tuple[str, dict[str, dict]] | None) -> l
         base_nfe = {f"dopri5 NFE, rtol {r:g}": spread(base, r) for r in ode_solutions.NFE_RTOLS}
         measured = "; ".join(f"{k}: {_nfe_text(nfe[k])} vs sdpa {_nfe_text(base_nfe[k])}" for k in nfe) + (
             f" (seeds: {mine['n']}, sdpa {base['n']}; Fashion-MNIST subset, 7×7 tokens; models trained "
-            f"through {solver}, solutions of their ODE)")
+            f"through {solver}, solutions of their ODE; trained and solved on {', '.join(hosts)})")
         value = "; ".join(f"{nfe[k][0]:.1f} vs sdpa {base_nfe[k][0]:.1f} (rtol {r:.0e})".replace("e-0", "e-")
                           for k, r in zip(nfe, ode_solutions.NFE_RTOLS, strict=True))
         rows.append(_row(NFE_CLAIM, variant, measured, _nfe_verdict(nfe, base_nfe),
