@@ -60,6 +60,18 @@ def test_tuning_gives_every_mixer_the_same_budget_on_the_validation_split():
         sweep.trials("ssog", 7)  # more than sdpa's grid: the budgets would differ
 
 
+@pytest.mark.parametrize("flags, named", [
+    (["--validation-fraction", "0"], "--validation-fraction"),
+    (["--validation-fraction", "0.5"], "--validation-fraction"),
+    (["--seeds", "0", "0"], "--seeds"), (["--seeds", "-1"], "--seeds"), (["--epochs", "0"], "--epochs"),
+    (["--trials", "0"], "--trials"), (["--jobs", "0"], "--jobs")])
+def test_bad_sweep_flags_stop_before_anything_runs(tmp_path, capsys, flags, named):
+    with pytest.raises(SystemExit) as stopped:
+        sweep.main(["run", "--runs", str(tmp_path / "runs"), *flags])
+    assert stopped.value.code == 2 and named in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_dry_run_prints_the_tuning_commands_and_writes_nothing(tmp_path, capsys):
     commands = dry_run(tmp_path / "runs", capsys)
     assert len(commands) == 4 * 6 and not (tmp_path / "runs").exists()

@@ -6,8 +6,8 @@ operator alone, with the suite's timers, tables and CSV files.
     figure(rows)                          # plotly: throughput and memory against resolution, log-log
     ratio_table(rows), ratio_markdown(rows)   # each mixer against the fastest SDPA / peak memory baselines
 
-Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the only timers),
-measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
+Files: config (BenchConfig, the configurations of a run, CSV columns), timing (the timers and the side-by-side
+helpers), measure (one configuration in this process), runner (one process per configuration, CSV), operator (the
 operator alone, timed and by formula), gpu (the GPU check: Triton kernels, SDPA flash and ViT-Tiny on CUDA;
 imported on its own), subnormals (where activations hold subnormal floats; imported on its own), notebook_times
 (each notebook's running time; imported on its own), report (markdown and CSV writers, ratio tables), figure

@@ -1,8 +1,13 @@
-"""The timers: every measured time in the suite comes from `cpu_time` or `cuda_time`.
+"""Timers and the helpers of side-by-side measures.
 
-Both time `fn()` after `warmup` untimed calls, repeat it until at least `repeats` calls and `min_seconds`
-of timed work (at most `max_repeats` calls), and report the median and the best call. The median is the
-figure reported; the best is the one least disturbed by other work on a shared machine.
+The benchmarks and the experiments' inference rates time a call with `cpu_time` (wall clock) or `cuda_time`.
+The side-by-side speed measures (scripts/train_speed.py, `experiments.ode_solutions cost`) time whole steps in
+CPU time themselves, rotate the contenders' order each round (`rotated`) and pair the ratios by round
+(`paired_speed`). Training runs record their elapsed time with time.perf_counter.
+
+`cpu_time` and `cuda_time` time `fn()` after `warmup` untimed calls, repeat it until at least `repeats` calls
+and `min_seconds` of timed work (at most `max_repeats` calls), and report the median and the best call. The
+median is the figure reported; the best is the one least disturbed by other work on a shared machine.
 """
 
 from __future__ import annotations

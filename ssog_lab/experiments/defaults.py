@@ -36,6 +36,7 @@ import torch
 from .. import data, repository
 from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
+from ..bench.timing import cpu_time
 from ..models import build_model, defining_fields
 from ..results.stats import mean_std
 from ..train import TrainConfig, fit
@@ -155,14 +156,9 @@ def model_and_recipe(run: Run) -> tuple[torch.nn.Module, TrainConfig]:
 def inference_rate(model: torch.nn.Module, images: torch.Tensor, repeats: int = 5) -> float:
     """Images/s of the median of `repeats` timed forward passes over `images` (B, C, H, W), after one warm-up."""
     model.eval()
-    times = []
     with torch.inference_mode():
-        for i in range(repeats + 1):
-            start = time.perf_counter()
-            model(images)
-            if i:
-                times.append(time.perf_counter() - start)
-    return images.shape[0] / statistics.median(times)
+        timing = cpu_time(lambda: model(images), warmup=1, repeats=repeats, max_repeats=repeats)
+    return images.shape[0] / timing.median_s
 
 
 def run_one(run: Run) -> dict:

@@ -72,10 +72,10 @@ RESIDUAL_CHECKPOINT_PATH = repository.CHECKPOINTS_DIR / "nano_ssog_rk4_residual_
 CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", DEFAULT_SOLVER, 0), RESIDUAL_CHECKPOINT_PATH: ("ssog", "rk4, 1 step", 0)}
 # tokens per side -> the training solvers tried there. 7×7 answers which solver gives solutions (and the paper's ODE
 # questions on them); 14×14, the token count of a 224² image at patch 16, trains only the library's default solver
-# (the cheapest that gives solutions at 7×7; each run checks again), for budget: a 14×14 run costs about 4× a 7×7 one.
+# (the cheapest that gives solutions at 7×7; each run checks again), for budget: four times the tokens per image.
 GRID_SOLVERS = {7: tuple(SOLVERS), 14: (DEFAULT_SOLVER,)}
-# The budget of the larger grid, set before its runs: the 7×7 runs' 0.6 core-hours per seed (finer solves
-# included) × 4 for four times the tokens.
+# The budget of the larger grid, set before its runs from the 7×7 runs' time per seed, finer solves included, × 4
+# for four times the tokens (docs/DESIGN.md §4).
 GRID_BUDGET_CORE_HOURS = {14: 2.5}
 
 

@@ -9,8 +9,9 @@ Phases, in order (one command runs them all; each run is one `python -m ssog_lab
           training set, evaluated once on the test set;
   patch2  at patch 2 (196 tokens, the paper's token count at 224²), the same tuned hyper-parameters: every mixer in
           the discrete form, and SDPA, fixed and steered SSoG in the looped form (the paper's largest accuracy
-          claim), × seeds. The ODE form is not run at patch 2: at the default solver's 32 evaluations of f it
-          costs 8× a discrete run (the CPU budget: accuracy_fashion/plan.md);
+          claim), × seeds. The ODE form is not run at patch 2: trained as a solution of its ODE (the default solver's
+          32 evaluations of f) it would cost 8× a discrete run (the CPU budget: accuracy_fashion/plan.md; the ODE
+          form at 14×14 tokens is experiments.ode_solutions's);
   horizon SDPA, fixed and steered SSoG, discrete, seed 0, with twice the epochs: if they gain clearly over the main
           rows, the main recipe stopped before the curves flattened (the report shows both side by side);
   atom_lr each SSoG mixer's tuned configuration with the atom learning-rate scale it was not tuned to (1 or 10),
@@ -376,9 +377,19 @@ def run_all(args: argparse.Namespace, tuning: list[Run], finals_of: Callable[[di
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.jobs < 1 or args.speed_batch < 1:
-        raise SystemExit("error: --jobs and --speed-batch must be ≥ 1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Checked before anything runs: a bad value found by the child runs would surface hours in (tuning that
+    # scored on the test set, or every trial failed and the first one picked).
+    if args.jobs < 1 or args.speed_batch < 1 or args.trials < 1:
+        parser.error("--jobs, --speed-batch and --trials must be ≥ 1")
+    if args.epochs < 1 or args.patch2_epochs < 1:
+        parser.error("--epochs and --patch2-epochs must be ≥ 1")
+    if not 0 < args.validation_fraction < 0.5:
+        parser.error(f"--validation-fraction must be in (0, 0.5): the tuning is scored on it, got "
+                     f"{args.validation_fraction}")
+    if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds must be distinct and ≥ 0, got {args.seeds}")
     recipe, patch2_recipe = Recipe(epochs=args.epochs), Recipe(epochs=args.patch2_epochs)
     tuning = tune_runs(recipe, args.trials, args.validation_fraction, args.data_dir)
     log = _logger(args)
