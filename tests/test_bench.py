@@ -109,7 +109,7 @@ def test_ode_row_counts_function_evaluations():
 
 
 def test_operator_rows():
-    rows = bench.operator_rows(sizes=(3,), batch=1, heads=2, head_dim=2, atoms=2, repeats=1)
+    rows = bench.operator_rows(sides=(3,), batch=1, heads=2, head_dim=2, atoms=2, repeats=1)
     ops = {r["op"] for r in rows}
     assert ops == {"sdpa", "sdpa-math", "ssog fixed dense", "ssog fixed separable", "ssog steered dense",
                    "ssog steered separable"}

@@ -1,7 +1,6 @@
 """Training loop: exact resume, data parallel through torchrun, what a run computes and logs, and the shipped
 checkpoint. Crashes, corrupt files, refusals and bad input: tests/test_train_reliability.py."""
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -184,26 +183,6 @@ def test_resume_mid_log_window_logs_what_the_uninterrupted_run_logs(tmp_path):
 
     assert [r["step"] for r in history if r["kind"] == "step"] == [3, 6]
     assert trajectory(resumed) == trajectory(history)
-
-
-def test_precision_flag_keeps_amp_as_an_alias_and_old_configs_load(tmp_path):
-    parser = train.build_parser()
-    assert parser.parse_args(["--amp", "off"]).precision == parser.parse_args(["--precision", "off"]).precision == "off"
-    stored = {**dataclasses.asdict(recipe()), "amp": "off"}
-    del stored["precision"], stored["atom_lr_scale"], stored["validation_fraction"]
-    # fields added later read at their meaning then (no separate atom rate, no validation split)
-    assert train.TrainConfig.from_dict(stored) == recipe(precision="off", atom_lr_scale=1.0)
-    # A checkpoint written before the rename (train_config with "amp") still resumes.
-    old_recipe = dict(precision="off", atom_lr_scale=1.0)
-    train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=1, **old_recipe), out_dir=tmp_path)
-    path = tmp_path / train.CHECKPOINT_NAME
-    state = torch.load(path, weights_only=True)
-    state["train_config"] = stored
-    del state["window"]
-    torch.save(state, path)
-    history = train.fit(tiny_model(), small_digits(24, False), None, recipe(max_steps=2, **old_recipe),
-                        out_dir=tmp_path, resume=True)
-    assert [r["step"] for r in history] == [1, 2]
 
 
 def test_augmentation_of_a_sample_does_not_depend_on_the_world_size():

@@ -162,6 +162,9 @@ RESUME_DAMAGE = {
     "scheduler step": (lambda s: s["scheduler"].update(last_epoch=7), "scheduler is at step 7"),
     "history": (lambda s: s.update(history=[1, 2]), "history must be a list of records"),
     "nan sums": (lambda s: s["epoch_sums"].fill_(float("nan")), "finite tensors of shape \\(3,\\)"),
+    "no window": (lambda s: s.pop("window"), "lacks \\['window'\\]"),
+    "no data": (lambda s: s.pop("data"), "lacks \\['data'\\]"),
+    "data None": (lambda s: s.update(data=None), "its data is not a dict"),
 }
 
 

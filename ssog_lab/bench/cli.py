@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--no-progress", action="store_true")
     add("--operator", action="store_true",
         help="time the operator alone (no model) and write DIR/operator.csv and operator.md")
-    add("--grid-sizes", "--sides", dest="sides", nargs="+", type=_POSITIVE, default=[8, 12, 16, 24, 32, 48, 64],
+    add("--grid-sizes", dest="sides", nargs="+", type=_POSITIVE, default=[8, 12, 16, 24, 32, 48, 64],
         help="--operator: square grid sides (tokens)")
     add("--heads", type=_POSITIVE, default=3, help="--operator: heads")
     add("--head-dim", type=_POSITIVE, default=64, help="--operator: features per head")

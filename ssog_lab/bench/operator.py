@@ -51,12 +51,10 @@ def _candidates(side: int, batch: int, heads: int, head_dim: int, atoms: int, de
 
 
 def operator_rows(sides=(8, 12, 16, 24, 32, 48, 64), batch: int = 8, heads: int = 3, head_dim: int = 64,
-                  atoms: int = 4, repeats: int = 5, dense_max_tokens: int = 1024, device: str = "cpu",
-                  sizes=None) -> list[dict]:
+                  atoms: int = 4, repeats: int = 5, dense_max_tokens: int = 1024, device: str = "cpu") -> list[dict]:
     """One row per (grid side, operator): forward_ms, forward_backward_ms, the sizes and the machine
-    columns (`measure.machine`). Dense paths run up to `dense_max_tokens` tokens. `sizes`: old name of
-    `sides` (grid sides in tokens)."""
-    sides = sides if sizes is None else sizes
+    columns (`measure.machine`). `sides`: square grid sides in tokens. Dense paths run up to `dense_max_tokens`
+    tokens."""
     for name, value in (("batch", batch), ("heads", heads), ("head_dim", head_dim), ("atoms", atoms),
                         ("repeats", repeats), *(("sides", s) for s in sides)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -16,8 +16,8 @@ def temp_name(path: Path) -> Path:
 
 
 def remove_leftover_temps(path: Path) -> list[Path]:
-    """Delete temp files that killed writes of `path` left behind (today's name and the older per-pid ones)."""
-    leftovers = [p for p in path.parent.glob(f".{path.name}.*tmp") if p.is_file()]
+    """Delete the temp file a killed write of `path` left behind; the files removed."""
+    leftovers = [p for p in (temp_name(path),) if p.is_file()]
     for p in leftovers:
         p.unlink(missing_ok=True)
     return leftovers

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from ..models import ViT, ViTConfig
 from .atomic import atomic_write
-from .config import TRAJECTORY_FIELDS, TrainConfig, upgrade
+from .config import TRAJECTORY_FIELDS, TrainConfig
 
 FORMAT_PREFIX = "ssog_lab-checkpoint-v"
 CHECKPOINT_FORMAT = FORMAT_PREFIX + "1"
@@ -204,7 +204,7 @@ class TrainState:
     def from_checkpoint(cls, state: dict, rank: int) -> TrainState:
         """ValueError (resume names the file) when the position or a partial sum is of the wrong kind."""
         epoch, batch, step = (state["position"][k] for k in ("epoch", "batch", "step"))
-        window = state.get("window", {"sums": torch.zeros(3, dtype=torch.float64), "images": 0})  # older files
+        window = state["window"]
         if not all(isinstance(v, int) and v >= 0 for v in (epoch, batch, step, window["images"])):
             raise ValueError(f"position {state['position']} must hold integers ≥ 0")
         if any(not isinstance(v, Tensor) or v.shape != (3,) or not bool(torch.isfinite(v).all())
@@ -246,7 +246,8 @@ def training_checkpoint(module: nn.Module, optimizer, scheduler, scaler, rngs: l
             "train_config": dataclasses.asdict(config), "data": data, **state.to_checkpoint(sums)}
 
 
-RESUME_KEYS = ("model", "model_config", "optimizer", "scheduler", "rng", "position", "train_config")
+RESUME_KEYS = ("model", "model_config", "optimizer", "scheduler", "rng", "position", "window", "train_config",
+               "data")
 
 
 def _differences(stored: dict, current: dict, names) -> str:
@@ -265,15 +266,16 @@ def _check_same_run(state: dict, path: Path, model: dict, config: TrainConfig, w
     if changed:
         raise CheckpointError(f"checkpoint {path} was made for a different model ({changed}); resume needs the "
                               "same model")
-    changed = _differences(upgrade(state["train_config"]), dataclasses.asdict(config), TRAJECTORY_FIELDS)
+    changed = _differences(state["train_config"], dataclasses.asdict(config), TRAJECTORY_FIELDS)
     if changed:
         raise CheckpointError(f"checkpoint {path} was made with a different recipe ({changed}); resume needs the "
                               "same recipe")
-    if isinstance(state.get("data"), dict):  # what older files did not record is not compared
-        changed = _differences(state["data"], data, sorted(data.keys() & state["data"].keys()))
-        if changed:
-            raise CheckpointError(f"checkpoint {path} was made on different training data ({changed}); resume "
-                                  "needs the same data set, image size and augmentation")
+    if not isinstance(state["data"], dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: its data is not a dict")
+    changed = _differences(state["data"], data, sorted(data.keys() | state["data"].keys()))
+    if changed:
+        raise CheckpointError(f"checkpoint {path} was made on different training data ({changed}); resume "
+                              "needs the same data set, image size and augmentation")
     if len(state["rng"]) != world:
         raise CheckpointError(f"checkpoint {path} holds RNG states for {len(state['rng'])} rank(s), "
                               f"this run has {world}")

@@ -38,7 +38,7 @@ HELP = {
     "save_every": "also checkpoint every N steps",
 }
 SPECIAL = {
-    "precision": dict(flags=("--precision", "--amp"), choices=PRECISION_CHOICES),
+    "precision": dict(flags=("--precision",), choices=PRECISION_CHOICES),
     "progress": dict(flags=("--no-progress",), action="store_false", help="no tqdm bars"),
 }
 

@@ -10,11 +10,6 @@ PRECISION_CHOICES = ("auto", "off", "bf16", "fp16")
 # Fields that define the training trajectory: a resumed run must use the same values.
 TRAJECTORY_FIELDS = ("epochs", "batch_size", "lr", "weight_decay", "warmup_epochs", "min_lr_ratio",
                      "label_smoothing", "grad_clip", "seed", "precision", "atom_lr_scale", "validation_fraction")
-# Older spellings of fields, still read from stored configs (`amp` meant mixed precision here; in the
-# operator `amp` is the amplitude α, hence the rename).
-LEGACY_NAMES = {"amp": "precision"}
-# Defaults that a stored config from before a field existed implicitly used.
-_ABSENT_MEANS = {"atom_lr_scale": 1.0, "validation_fraction": 0.0}
 # Each numeric field's interval (ssog_lab.checks.check_range keywords); a None value means "off" and is not checked.
 RANGES = {**{name: dict(low=1) for name in ("epochs", "batch_size", "log_every", "eval_batch_size", "max_steps")},
           "save_every": dict(low=0), "seed": dict(low=0, high=2**32 - 1),  # numpy's seeds are 32-bit
@@ -62,15 +57,4 @@ class TrainConfig:
         check_fields(self, RANGES, {"precision": PRECISION_CHOICES})
         if not self.device:
             raise ValueError("device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got ''")
-
-    @classmethod
-    def from_dict(cls, stored: dict) -> TrainConfig:
-        """A config from a stored dict (a checkpoint's or summary's), reading older field names too."""
-        return cls(**upgrade(stored))
-
-
-def upgrade(stored: dict) -> dict:
-    """A stored config dict with older field names renamed and later-added fields at their old meaning."""
-    fields = {LEGACY_NAMES.get(key, key): value for key, value in stored.items()}
-    return {**_ABSENT_MEANS, **fields}
 
