@@ -38,7 +38,7 @@ from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..bench.timing import paired_speed, rotated
 from ..models import ViT, ViTConfig, preset_config, rk4_residual
-from ..results.stats import difference_std, mean_std
+from ..results.stats import beyond_noise, difference_std, mean_std, spread_text
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
 from ..train.checkpoint import save_weights
@@ -402,22 +402,16 @@ def cells(rows: list[dict]) -> list[dict]:
             continue
         mean = lambda key, scale=1.0: statistics.mean(scale * r[key] for r in mine)  # noqa: E731
         shifts = [100 * abs(r[k] - r["accuracy"]) for r in mine for k in ("accuracy_rk4_fine", "accuracy_dopri5")]
-        accuracy = [100 * r["accuracy"] for r in mine]
-        out.append(dict(grid=grid, mixer=mixer, solver=solver, n=len(mine), accuracy=statistics.mean(accuracy),
-                        std=statistics.stdev(accuracy) if len(mine) > 1 else math.nan,
+        accuracy, std = mean_std([100 * r["accuracy"] for r in mine])
+        out.append(dict(grid=grid, mixer=mixer, solver=solver, n=len(mine), accuracy=accuracy, std=std,
                         rk4_fine=mean("accuracy_rk4_fine", 100), dopri5=mean("accuracy_dopri5", 100),
                         worst_shift=max(shifts), solution=max(shifts) <= CRITERION_POINTS,
                         distance=max(r["distance_dopri5"] for r in mine), nfe_train=mean("nfe_train"),
                         **{f"nfe_{rtol:g}": mean(f"nfe_dopri5_{rtol:g}") for rtol in NFE_RTOLS},
-                        **{f"nfe_{rtol:g}_std": statistics.stdev(r[f"nfe_dopri5_{rtol:g}"] for r in mine)
-                           if len(mine) > 1 else math.nan for rtol in NFE_RTOLS},
+                        **{f"nfe_{rtol:g}_std": mean_std([r[f"nfe_dopri5_{rtol:g}"] for r in mine])[1]
+                           for rtol in NFE_RTOLS},
                         train=mean("train_images_per_s"), infer=mean("infer_images_per_s")))
     return out
-
-
-def spread_text(mean: float, std: float, n: int) -> str:
-    """"mean ± sample std" over n seeds, or "mean (1 seed)" where no spread is measured."""
-    return f"{mean:.1f} ± {std:.1f}" if n > 1 else f"{mean:.1f} (1 seed)"
 
 
 def spread_of(values: list[float]) -> str:
@@ -491,9 +485,7 @@ def compare(mine: list[float], base: list[float]) -> str:
     "not scored" when either side has one seed (its noise is not measured)."""
     if min(len(mine), len(base)) < 2:
         return "not scored (1 seed)"
-    spread = max(statistics.stdev(v) for v in (mine, base))
-    difference = statistics.mean(mine) - statistics.mean(base)
-    return "fewer" if difference < -spread else "more" if difference > spread else "level"
+    return {-1: "fewer", 0: "level", 1: "more"}[beyond_noise(*mean_std(mine), *mean_std(base))]
 
 
 def readings(rows: list[dict], solver: str) -> list[str]:

@@ -29,7 +29,7 @@ from ..experiments import ode_solutions
 from .accuracy import accuracy_results
 from .benchmarks import PAPER_CLAIMS, committed_runs, host_label, stored_ratios
 from .record import current_parameters
-from .stats import difference_std, mean_std
+from .stats import beyond_noise, difference_std, mean_std, spread_text
 
 RESULTS_DIR = repository.RESULTS_DIR
 VERDICTS = ("met", "missed", "level", "proxy", "not measured")
@@ -301,7 +301,7 @@ Spread = tuple[float, float, int]  # mean, sample std (NaN for one seed), seeds
 
 
 def _nfe_text(spread: Spread) -> str:
-    return ode_solutions.spread_text(*spread)
+    return spread_text(*spread)
 
 
 def _nfe_rows(results_dir: Path, study: OdeStudy | None) -> list[dict]:
@@ -378,11 +378,8 @@ def _nfe_verdict(nfe: dict[str, Spread], base: dict[str, Spread]) -> str:
     a tolerance the other lacks (its noise unknown)."""
     if any(n < 2 for _, _, n in (*nfe.values(), *base.values())) or set(nfe) - set(base):
         return "not measured"
-    verdicts = set()
-    for key, (mean, std, _) in nfe.items():
-        base_mean, base_std, _ = base[key]
-        noise = max(std, base_std)
-        verdicts.add("met" if mean < base_mean - noise else "missed" if mean > base_mean + noise else "level")
+    verdicts = {{-1: "met", 0: "level", 1: "missed"}[beyond_noise(mean, std, *base[key][:2])]
+                for key, (mean, std, _) in nfe.items()}
     return "missed" if "missed" in verdicts else "level" if "level" in verdicts else "met"
 
 
