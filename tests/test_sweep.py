@@ -53,7 +53,7 @@ def test_tuning_gives_every_mixer_the_same_budget_on_the_validation_split():
             assert flag(r.argv, "--dataset") == ["fashion-mnist"] and flag(r.argv, "--data-dir") == ["/fm"]
             assert {"image_size=28", "patch_size=4"} <= set(flag(r.argv, "--set"))
             assert flag(r.argv, "--depth") == ["discrete"] and r.train_images == 54_000
-            assert bool(flag(r.argv, "--atom-lr-scale")) == (mixer in sweep.SSOG_MIXERS)
+            assert bool(flag(r.argv, "--atom-lr-scale")) == (mixer in plan.SSOG_MIXERS)
     assert sweep.trials("sdpa", 6) == sweep.trials("sdpa", 6), "the draw is fixed"
     assert len(sweep.space("ssog")) == 36 and len(sweep.trials("ssog", 6)) == 6
     with pytest.raises(ValueError, match="trials"):
@@ -465,7 +465,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     ablation = [[x.strip() for x in line.strip("|").split("|")] for line in
                 text.split("## Atom learning rate")[1].split("## ")[0].splitlines() if line.startswith("| ssog")]
     assert {r[0] for r in ablation if r[3] == "atom_lr"} == {"ssog", "ssog-steered"}
-    assert all(len({r[1] for r in ablation if r[0] == m}) == 1 for m in sweep.SSOG_MIXERS)  # only the scale differs
+    assert all(len({r[1] for r in ablation if r[0] == m}) == 1 for m in plan.SSOG_MIXERS)  # only the scale differs
     assert any(r[3].startswith("tuning trial") for r in ablation)
     setting = text.split("## Setting")[1].split("## ")[0]
     assert "plan.md" in setting and "- Tuned hyper-parameters" in setting
@@ -493,7 +493,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
 def test_the_speed_goal_must_hold_on_every_cpu_measured(tmp_path):
     root, speed, other = tmp_path / "runs", tmp_path / "speed.csv", tmp_path / "speed_other.csv"
     tuning, finals = tuned_finals(root)
-    fabricate_finished_sweep(root, finals, {(d, m): 2 for d in sweep.DEPTHS for m in sweep.SSOG_MIXERS})
+    fabricate_finished_sweep(root, finals, {(d, m): 2 for d in sweep.DEPTHS for m in plan.SSOG_MIXERS})
     measure.speed_step(speed, finals + tuning, lambda line: None, measure=stand_in_bench([]))
     rows = measure.read_speed(speed)  # a second CPU where fixed SSoG is slower than SDPA at 112² in the ODE form
     for row in rows:

@@ -18,7 +18,6 @@ from ..experiments.fashion import plan
 from .record import Derive, RunRecord, read_json, read_runs
 
 SWEEPS: dict[str, Derive] = {"accuracy_fashion": plan.model_config}  # sweep folder -> labels → ViTConfig
-NFE_FILE = "nfe.json"  # dopri5's NFE of a trained ODE run (experiments.fashion.measure)
 
 
 def _phase(record: RunRecord, runs: Path) -> str:
@@ -39,7 +38,7 @@ def _nfe(members: list[RunRecord]) -> tuple[dict[float, list[float]], dict[float
     nfe: dict[float, list[float]] = {}
     accuracy: dict[float | str, list[float]] = {}
     for record in members:
-        stored = read_json(record.folder / NFE_FILE) or {}
+        stored = read_json(record.folder / plan.NFE_FILE) or {}
         for entry in stored.get("dopri5", []):
             nfe.setdefault(entry["rtol"], []).append(entry["nfe"])
             accuracy.setdefault(entry["rtol"], []).append(entry["accuracy"])

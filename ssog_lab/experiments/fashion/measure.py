@@ -33,7 +33,6 @@ from . import plan
 NFE_RTOLS = (1e-3, 1e-5)  # dopri5's rtol; atol = rtol
 NFE_IMAGES = 256  # the first NFE_IMAGES test images, one batch
 NFE_PHASES = ("main", "patch2")  # the phases whose ODE runs get nfe.json
-NFE_FILE = "nfe.json"
 SPEED_FILE = "speed.csv"  # beside the runs folder: docs/results/accuracy_fashion/speed.csv
 SPEED_RESOLUTIONS = (28, 112)  # pixels: the models' own and 4× (the same patch: 16× the tokens)
 SPEED_BATCH = 64  # images per timed batch
@@ -56,11 +55,6 @@ def run_folder(root: Path, run: SweepRun) -> Path:
     return root / run.phase / run.name
 
 
-def read_json(path: Path) -> dict | None:
-    """A JSON file's content, None when it does not exist."""
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 # ------------------------------------------------------------------------------------------ NFE
 
 def nfe_pending(root: Path, runs: Iterable[SweepRun]) -> list[SweepRun]:
@@ -68,7 +62,7 @@ def nfe_pending(root: Path, runs: Iterable[SweepRun]) -> list[SweepRun]:
     return [run for run in runs if run.phase in NFE_PHASES and run.labels.get("depth") == "ode"
             and (run_folder(root, run) / "summary.json").is_file()
             and (run_folder(root, run) / "checkpoint.pt").is_file()
-            and not (run_folder(root, run) / NFE_FILE).is_file()]
+            and not (run_folder(root, run) / plan.NFE_FILE).is_file()]
 
 
 def first_test_images(data_dir: Path, count: int = NFE_IMAGES) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,7 +107,7 @@ def write_nfe(folder: Path, images: torch.Tensor, labels: torch.Tensor, **extra)
     record = {"solver": "dopri5 (torchdiffeq), atol = rtol", "images": f"the first {len(images)} test images, "
               "one batch", "n_images": len(images), "threads": 1, **measured,
               "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **extra}
-    (folder / NFE_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    (folder / plan.NFE_FILE).write_text(json.dumps(record, indent=1) + "\n")
     return record
 
 

@@ -26,20 +26,12 @@ from pathlib import Path
 
 from ...bench.report import markdown_table
 from ...models import DEPTHS
+from ...results.record import read_json
 from ...results.stats import difference_std, mean_std
-from .measure import (
-    NFE_FILE,
-    NFE_IMAGES,
-    NFE_RTOLS,
-    SPEED_RESOLUTIONS,
-    SweepRun,
-    read_json,
-    read_speed,
-    run_folder,
-)
+from .measure import NFE_IMAGES, NFE_RTOLS, SPEED_RESOLUTIONS, SweepRun, read_speed, run_folder
+from .plan import NFE_FILE, SSOG_MIXERS
 from .speed import host_of, infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
 
-SSOG_MIXERS = ("ssog", "ssog-steered")
 VERDICTS = ("met", "missed", "not yet measured")
 WITHIN_POINTS = 2.0  # the goal for fixed SSoG: at most this many points below SDPA
 HIGH, OWN = SPEED_RESOLUTIONS[-1], SPEED_RESOLUTIONS[0]

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 
 from ...bench.report import markdown_table
+from . import plan
 from .measure import SPEED_RESOLUTIONS, SweepRun, speed_key, speed_model_key
 
 
@@ -79,10 +80,9 @@ def _provenance(speed_rows: list[dict]) -> str:
     return "; ".join(filter(None, [text, f"{missing} rows without a recorded commit" if missing else ""]))
 
 
-MODEL_KEYS = ("heads", "ssog_heads", "atoms")  # what the tuning varies besides the learning rates
 
 
 def model_cell(row: dict) -> str:
     """The tuned model settings of a speed.csv row (its overrides: heads, SSoG heads, atoms)."""
     overrides = row["overrides"] if isinstance(row["overrides"], dict) else json.loads(row["overrides"] or "{}")
-    return ", ".join(f"{k}={overrides[k]}" for k in MODEL_KEYS if k in overrides)
+    return ", ".join(f"{k}={overrides[k]}" for k in plan.HYPER_FIELDS if k in overrides)

@@ -61,7 +61,6 @@ from ...bench.measure import git_commit, machine
 from . import measure, plan, report
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
-SSOG_MIXERS = ("ssog", "ssog-steered")
 # Each depth form's train flags, from its ViTConfig fields (`plan.DEPTH_FIELDS`: the ODE form's one RK4 step).
 DEPTHS = {depth: [arg for key, value in fields.items() for arg in ("--set", f"{key}={value}")]
           for depth, fields in plan.DEPTH_FIELDS.items()}
@@ -158,7 +157,7 @@ ATOM_LR_SCALES = (1.0, 10.0)  # the atom learning-rate ablation: atoms at the ba
 # values per mixer). atom_lr: the evidence for the atom parameter group; heads: the nano default steered head count
 # (`models.default_ssog_heads`), which the tuning's random draw did not try.
 VARIATIONS: dict[str, tuple[str, str, dict[str, tuple]]] = {  # phase -> (key, run-name prefix, values per mixer)
-    "atom_lr": ("atom_lr_scale", "x", {mixer: ATOM_LR_SCALES for mixer in SSOG_MIXERS}),
+    "atom_lr": ("atom_lr_scale", "x", {mixer: ATOM_LR_SCALES for mixer in plan.SSOG_MIXERS}),
     "heads": ("ssog_heads", "h", {"ssog-steered": (models.default_ssog_heads(models.PRESETS[plan.PRESET]["dim"],
                                                                              "ssog-steered"),)}),
 }
