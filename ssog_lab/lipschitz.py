@@ -53,8 +53,10 @@ def _largest_singular_value(apply: Callable[[Tensor], Tensor], apply_t: Callable
     the plain power iterate does when the top singular values are close. Inner products run over `dims`
     separately for every index of the other dimensions, so a block-diagonal map (SSoG's heads) gets one
     value per block: the result has the shape of `start` reduced over `dims`. Stops when σ_max(B)
-    changes by at most tol (relative) or after `steps` products.
+    changes by at most tol (relative) or after `steps` iterations (each one product A·v and one Aᵀ·u).
     """
+    if steps < 1:
+        raise ValueError(f"steps must be ≥ 1, got {steps}")
     tiny = torch.finfo(start.dtype).tiny
     dot = lambda a, b: (a * b).sum(dim=dims, keepdim=True)
     unit = lambda a: (a / dot(a, a).sqrt().clamp_min(tiny), dot(a, a).sqrt())
@@ -179,7 +181,7 @@ def ray_sweep(func: Callable[[Tensor], Tensor], x: Tensor, scales: Sequence[floa
 
 
 def jacobian_norm_along_ray(func: Callable[[Tensor], Tensor], x: Tensor, s: float) -> float:
-    """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 products: plenty for a figure)."""
+    """‖∂func/∂x‖₂ at s·x (Lanczos to 1e-4 relative, at most 20 iterations: plenty for a figure)."""
     return float(jacobian_spectral_norm(func, s * x, steps=20, tol=1e-4))
 
 
@@ -255,7 +257,13 @@ def picard(func: Callable[[Tensor, Tensor], Tensor], x0: Tensor, t: Tensor, iter
 
 def picard_bound(lipschitz_constant: float, slope_at_start: float, end_time: float, k: int) -> float:
     """A-priori error of the k-th Picard iterate on [0, T]: (F₀/Λ) Σ_{j>k} (ΛT)^j / j!, with Λ the global
-    Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`)."""
+    Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`); at Λ = 0 its limit, F₀T for k = 0 and 0
+    after (f does not depend on x, so the first iterate is exact)."""
+    for name, value in (("lipschitz_constant", lipschitz_constant), ("end_time", end_time), ("k", k)):
+        if not value >= 0:
+            raise ValueError(f"{name} must be ≥ 0, got {value!r}")
+    if lipschitz_constant == 0:
+        return slope_at_start * end_time if k == 0 else 0.0
     lt = lipschitz_constant * end_time
     tail = math.exp(lt) - sum(lt**j / math.factorial(j) for j in range(k + 1))
     return slope_at_start / lipschitz_constant * max(tail, 0.0)

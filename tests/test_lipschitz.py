@@ -218,6 +218,18 @@ def test_bad_arguments():
 def test_picard_bound_is_the_exponential_series_tail():
     assert lipschitz.picard_bound(1.0, 1.0, 1.0, 0) == pytest.approx(math.e - 1)
     assert lipschitz.picard_bound(2.0, 3.0, 0.5, 2) == pytest.approx(1.5 * (math.e - 1 - 1 - 0.5))
+    # Λ = 0 is the limit Λ → 0 of the series: F₀T for the starting guess, exact after one iterate
+    assert lipschitz.picard_bound(0.0, 3.0, 0.5, 0) == pytest.approx(lipschitz.picard_bound(1e-9, 3.0, 0.5, 0))
+    assert lipschitz.picard_bound(0.0, 3.0, 0.5, 1) == 0.0
+    for bad in ((-1.0, 1.0, 1.0, 0), (1.0, 1.0, -1.0, 0), (1.0, 1.0, 1.0, -1), (math.nan, 1.0, 1.0, 0)):
+        with pytest.raises(ValueError, match="must be ≥ 0"):
+            lipschitz.picard_bound(*bad)
+
+
+def test_the_spectral_norm_iteration_refuses_zero_steps():
+    x = torch.randn(1, 4, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="steps must be ≥ 1, got 0"):
+        lipschitz.jacobian_spectral_norm(torch.tanh, x, steps=0)
 
 
 def test_jacobian_norm_along_ray_of_a_linear_map_is_its_norm_at_every_scale():

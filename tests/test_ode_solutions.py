@@ -266,3 +266,14 @@ def test_a_14x14_run_is_its_own_run_beside_the_7x7_one(monkeypatch, tmp_path):
     stored = ode_solutions.read_rows(path)
     assert [r["grid"] for r in stored] == [7, 14] and all(ode_solutions.is_current(r) for r in stored)
     assert not ode_solutions.is_current({**stored[1], "grid": 7})  # a 14×14 model is not the 7×7 one
+
+
+@pytest.mark.parametrize("flags", [["--seeds", "0", "0"], ["--seeds", "-1"], ["--jobs", "0"]])
+def test_run_refuses_repeated_or_negative_seeds_and_no_jobs(monkeypatch, capsys, flags):
+    """Checked before anything runs (defaults.main shares the check): a repeated seed would count one run twice."""
+    for module in (ode_solutions, defaults):
+        monkeypatch.setattr(module, "execute", lambda *a: pytest.fail("nothing may run"))
+    for main in (ode_solutions.main, defaults.main):
+        with pytest.raises(SystemExit) as stopped:
+            main(["run", *flags])
+        assert stopped.value.code == 2 and flags[0] in capsys.readouterr().err

@@ -3,6 +3,7 @@ result row as JSON on its last line, and a CSV of finished rows rewritten atomic
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -26,6 +27,15 @@ def start_child(module_argv: list[str]) -> subprocess.Popen:
     """`python -m <module_argv>` as a single-thread child process; its stdout is piped (its last line: the row)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", *module_argv], env=env, stdout=subprocess.PIPE, text=True)
+
+
+def check_run_flags(parser: argparse.ArgumentParser, seeds: Sequence[int], jobs: int) -> None:
+    """parser.error (exit 2, before anything runs) unless the seeds are distinct and ≥ 0 and jobs ≥ 1: a repeated
+    seed would be one run counted twice, a spread measured from nothing."""
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds must be distinct integers ≥ 0, got {list(seeds)}")
+    if jobs < 1:
+        parser.error(f"--jobs must be ≥ 1, got {jobs}")
 
 
 def run_children(pending: Sequence[Any], jobs: int, start: Callable[[Any], subprocess.Popen],

@@ -357,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     failures = 0
     if args.command == "run":
+        _jobs.check_run_flags(parser, args.seeds, args.jobs)
         failures = execute(plan(grids=args.grids, seeds=args.seeds), args.jobs)
     elif args.command == "validate":
         failures = execute(validation_plan(), args.jobs, VALIDATION_CSV_PATH)

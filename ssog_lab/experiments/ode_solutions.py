@@ -6,7 +6,7 @@ training solver and under a much finer one differ by at most CRITERION_POINTS, w
 relative distance is reported). The finer solvers are RK4 with 4× the training steps and dopri5 at rtol = atol =
 FINE_RTOL. Each run is the defaults table's recipe (`experiments.defaults`: nano, 28² Fashion-MNIST subset, 7×7
 tokens, `TrainConfig(epochs=EPOCHS)`, everything else at the library's defaults) with `depth="ode"` and the
-training solver's fields:
+training solver's fields (`run --grid 14`: the same recipe at 14×14 tokens, patch 2, with the default solver only):
 
     python -m ssog_lab.experiments.ode_solutions run --jobs 2   # resumable: docs/results/ode_solutions.{csv,md}
     python -m ssog_lab.experiments.ode_solutions report         # the markdown again from the CSV
@@ -587,8 +587,8 @@ def report(rows: list[dict]) -> str:
         f"weights by RK4 with 4× the steps and by dopri5 (torchdiffeq) at rtol = atol = {FINE_RTOL:g}. A model "
         f"is a solution when neither changes its test accuracy by more than {CRITERION_POINTS} points (✓: every "
         "seed); the feature distance is the median over images of ‖x_train(T) − x_dopri5(T)‖ / ‖x_dopri5(T)‖, "
-        "the largest over seeds. NFE: evaluations of f per solve of a batch of 500 images. Speeds are measured "
-        "inside the runs, beside the other run on the second core: read them as rough ratios.",
+        f"the largest over seeds. NFE: evaluations of f per solve of a batch of {EVAL_BATCH} images. Speeds are "
+        "measured inside the runs, beside the other run on the second core: read them as rough ratios.",
         "",
         _solver_table(found),
         "",
@@ -642,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in CHECKPOINTS:
             print(json.dumps(export_checkpoint(path, from_study=args.from_study)))
         return 0
+    if args.command == "run":
+        _jobs.check_run_flags(parser, args.seeds, args.jobs)
     failures = execute(plan(args.grid, seeds=args.seeds), args.jobs) if args.command == "run" else 0
     if rows := read_rows():
         atomic_write(REPORT_PATH, report(rows))

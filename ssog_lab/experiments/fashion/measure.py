@@ -42,7 +42,7 @@ SPEED_COLUMNS = (*bench.COLUMNS, "patch", "overrides", "commit", "measured")
 
 
 class SweepRun(Protocol):
-    """The fields of fashion_sweep.Run these steps read."""
+    """The fields of sweep.Run these steps read."""
 
     phase: str
     name: str
