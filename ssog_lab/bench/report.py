@@ -1,5 +1,6 @@
-"""Tables and files of measured rows: one markdown-table writer and one CSV writer for the whole suite (whole
-tables, or row by row as rows are measured: `RowWriter`), and the benchmark's ratio tables built on them."""
+"""Tables and files of measured rows: the markdown-table writer of the results files and the benchmarks' CSV
+writer (whole tables, or row by row as rows are measured: `RowWriter`), and the benchmark's ratio tables built on
+them. The experiments' CSVs, rewritten whole and atomically after each run, go through `experiments._jobs`."""
 
 from __future__ import annotations
 
