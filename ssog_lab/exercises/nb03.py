@@ -103,17 +103,6 @@ def picard():
     return lambda func, x0, t, k: lipschitz.picard(func, x0, t, k)[k]
 
 
-# Which right-hand sides are globally Lipschitz on all of their domain? The notebook lists the same options.
-OPTIONS = {
-    "a": "f(x) = sin(x), elementwise",
-    "b": "f(x) = x², elementwise",
-    "c": "fixed SSoG, f(V) = K V",
-    "d": "dot-product self-attention with no LayerNorm in front",
-    "e": "f(x) = tanh(W x) for a fixed matrix W",
-    "f": "dot-product self-attention after a LayerNorm with ε > 0 (pre-LN attention)",
-}
-
-
 @exercise("03.which", wrong={"a", "c", "e"}, judge=same_set,
           hint="for each option ask whether the Jacobian's norm is bounded over all inputs, and remember what a "
                "LayerNorm with ε > 0 does to whatever comes after it.",

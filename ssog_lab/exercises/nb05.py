@@ -37,14 +37,6 @@ def sample_std() -> float:
     return statistics.stdev(SEEDS)
 
 
-FAIR = {"a": "average the accuracies of 2-head and 16-head runs of fixed SSoG as if they were more seeds",
-        "b": "train SDPA and SSoG with the same data, recipe, budget and seeds, and compare their means",
-        "c": "choose each mixer's learning rate by its accuracy on the test set",
-        "d": "choose each mixer's learning rate on a validation split carved from the training set, with the "
-             "same number of trials per mixer",
-        "e": "read a 4×4-token MNIST result as a check of the paper's CIFAR-100 claim at 224²"}
-
-
 @exercise("05.fair", judge=same_set, wrong={"a", "b", "d"},
           hint="a fair comparison changes one thing (the mixer), keeps the test set unseen until the end, and "
                "never averages different models together.",

@@ -238,13 +238,13 @@ def _noise_verdict(values: list[float], good) -> str:
 
 
 def _speed_row(text: str, variant: str, found: list[tuple[str, dict, float]], good,
-               repeats: dict[str, float], topic: str) -> dict:
+               repeats: dict[str, float], topic: str, tokens: int) -> dict:
     """One ledger row from every host's measurement and its repeat (`repeats`: source → the repeat's ratio):
     met only where every current host meets the claim in every run, missed where a host misses it in every run,
     level where the runs of a host straddle it. The text names each host, its runs and the batch (a claim that
     holds on one CPU and not another is not met)."""
     if not found:
-        return _row(text, variant, "no stored measurement at 4,096 tokens", "not measured",
+        return _row(text, variant, f"no stored measurement at {tokens:,} tokens", "not measured",
                     "docs/results/scaling_*, gpu/", topic)
     current = [(s, r, v) for s, r, v in found if _bench_current(r)]
     if not current:
@@ -264,32 +264,33 @@ def _speed_row(text: str, variant: str, found: list[tuple[str, dict, float]], go
     return _row(text, variant, measured, verdict, "`, `".join(s for s, _, _ in current), topic, value)
 
 
-def _speed_rows(results_dir: Path, tokens: int = 4096) -> list[dict]:
+def _speed_rows(results_dir: Path) -> list[dict]:
     files = committed_runs(results_dir)
     # A host's repeated run sits in its folder's repeat/ (the command of its results text, run again).
     repeat_files = {source: [(source, bench.load_csv(path))] for source, _ in files
                     if (path := results_dir.parent.parent / Path(source).parent / "repeat" / "bench.csv").is_file()}
     rows = []
     for claim in PAPER_CLAIMS:
-        depth = claim["depth"]
+        depth, side, tokens = claim["depth"], claim["resolution"], claim["tokens"]
         measures = [("speed", "speed_vs_fastest_sdpa", "the fastest SDPA", "")]
         if claim.get("memory") is not None:
             measures += [("memory", "memory_vs_sdpa_math", "sdpa-math (stores the N×N scores)", " vs sdpa-math"),
                          ("memory", "memory_vs_sdpa", "sdpa (PyTorch's fused kernel)", " vs fused sdpa")]
         for wanted, key, baseline, against in measures:
             target = claim[wanted]
-            text = (f"{depth}: throughput ≥ {target:.2f}× dense attention at 1024² (4,096 tokens)" if wanted == "speed"
-                    else f"{depth}: peak memory ≤ {target:.2f}× dense attention at 1024², vs {baseline}")
+            text = (f"{depth}: throughput ≥ {target:.2f}× dense attention at {side}² ({tokens:,} tokens)"
+                    if wanted == "speed" else
+                    f"{depth}: peak memory ≤ {target:.2f}× dense attention at {side}², vs {baseline}")
             good = (lambda v, t=target: v >= t) if wanted == "speed" else (lambda v, t=target: v <= t)
             form = "ODE" if depth == "ode" else depth
             topic = (f"{form} throughput ≥ {target:.2f}×" if wanted == "speed" else
-                     f"{form} peak memory ≤ {target:.2f}×{against}") + " at 4,096 tokens"
+                     f"{form} peak memory ≤ {target:.2f}×{against}") + f" at {tokens:,} tokens"
             for mixer, variant in VARIANTS.items():
                 repeats = {source: found[0][2] for source, repeat in repeat_files.items()
                            if (found := stored_ratios(repeat, mixer, depth, key, tokens))
                            and _bench_current(found[0][1])}
                 rows.append(_speed_row(text, variant, stored_ratios(files, mixer, depth, key, tokens), good, repeats,
-                                       topic))
+                                       topic, tokens))
     return rows
 
 
