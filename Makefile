@@ -52,10 +52,10 @@ deb-%:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $* >/dev/null; \
 	  else echo "$* not installed and not root: the tests that need it will be skipped (sudo apt-get install $*)"; fi; }
 
-## make checkpoints: retrain the shipped nano checkpoints, one thread each: steered SSoG on the embedded digits and on
-## Fashion-MNIST, and the fixed-SSoG ODE model that is a solution of its ODE, on the Fashion-MNIST subset of
-## docs/results/ode_solutions.md (minutes each: data/checkpoints/*.json record the steered runs' time, ode_solutions.csv
-## the ODE run's)
+## make checkpoints: retrain the shipped nano checkpoints: steered SSoG on the embedded digits and on Fashion-MNIST,
+## and on the Fashion-MNIST subset of docs/results/ode_solutions.md the fixed-SSoG ODE model that is a solution of its
+## ODE with its one-RK4-step twin (minutes each: each data/checkpoints/*.json records its training time; the ODE
+## model, exported from its study run, has its time in docs/results/ode_solutions.csv)
 checkpoints: $(STAMP) deb-dataset-fashion-mnist
 	$(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=8 --dataset mnist5k --augment --epochs 14 --batch-size 64 --lr 2e-3 --warmup-epochs 0.5 --atom-lr-scale 1 --set ssog_init_spread=2 --set ssog_init_amplitudes=blur --seed 0 --log-every 20 --no-progress --overwrite --out runs/nano-ssog-steered-mnist5k --export data/checkpoints/nano_ssog_steered_mnist5k.pt
 	OMP_NUM_THREADS=1 $(PY) -m ssog_lab train --preset nano --depth discrete --mixer ssog-steered --set ssog_heads=2 --set image_size=28 --set patch_size=4 --dataset fashion-mnist --augment --epochs 12 --batch-size 128 --lr 2e-3 --atom-lr-scale 10 --set ssog_init_spread=2 --set ssog_init_amplitudes=blur --warmup-epochs 1 --weight-decay 0.05 --seed 0 --log-every 100 --no-progress --overwrite --out runs/nano-ssog-steered-fashion --export data/checkpoints/nano_ssog_steered_fashion.pt

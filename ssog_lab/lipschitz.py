@@ -259,11 +259,18 @@ def picard_bound(lipschitz_constant: float, slope_at_start: float, end_time: flo
     """A-priori error of the k-th Picard iterate on [0, T]: (F₀/Λ) Σ_{j>k} (ΛT)^j / j!, with Λ the global
     Lipschitz constant and F₀ = max_t ‖f(t, x0)‖ (`slope_at_start`); at Λ = 0 its limit, F₀T for k = 0 and 0
     after (f does not depend on x, so the first iterate is exact)."""
-    for name, value in (("lipschitz_constant", lipschitz_constant), ("end_time", end_time), ("k", k)):
+    for name, value in (("lipschitz_constant", lipschitz_constant), ("slope_at_start", slope_at_start),
+                        ("end_time", end_time), ("k", k)):
         if not value >= 0:
             raise ValueError(f"{name} must be ≥ 0, got {value!r}")
     if lipschitz_constant == 0:
         return slope_at_start * end_time if k == 0 else 0.0
     lt = lipschitz_constant * end_time
-    tail = math.exp(lt) - sum(lt**j / math.factorial(j) for j in range(k + 1))
-    return slope_at_start / lipschitz_constant * max(tail, 0.0)
+    # The tail summed term by term: exp(ΛT) minus the first k + 1 terms would cancel to noise when ΛT is small.
+    term = math.prod(lt / j for j in range(1, k + 2))  # (ΛT)^(k+1) / (k+1)!
+    tail, j = 0.0, k + 1
+    while term > 0 and (j <= lt or term > 1e-17 * tail):
+        tail += term
+        j += 1
+        term *= lt / j
+    return slope_at_start / lipschitz_constant * tail

@@ -221,7 +221,10 @@ def test_picard_bound_is_the_exponential_series_tail():
     # Λ = 0 is the limit Λ → 0 of the series: F₀T for the starting guess, exact after one iterate
     assert lipschitz.picard_bound(0.0, 3.0, 0.5, 0) == pytest.approx(lipschitz.picard_bound(1e-9, 3.0, 0.5, 0))
     assert lipschitz.picard_bound(0.0, 3.0, 0.5, 1) == 0.0
-    for bad in ((-1.0, 1.0, 1.0, 0), (1.0, 1.0, -1.0, 0), (1.0, 1.0, 1.0, -1), (math.nan, 1.0, 1.0, 0)):
+    # a small ΛT: the tail is its first term, (F₀/Λ)(ΛT)⁴/4! here, not the noise of exp(ΛT) minus its head
+    assert lipschitz.picard_bound(1e-6, 1.0, 1.0, 3) == pytest.approx(1e-18 / 24, rel=1e-5)
+    for bad in ((-1.0, 1.0, 1.0, 0), (1.0, -1.0, 1.0, 0), (1.0, 1.0, -1.0, 0), (1.0, 1.0, 1.0, -1),
+                (math.nan, 1.0, 1.0, 0)):
         with pytest.raises(ValueError, match="must be ≥ 0"):
             lipschitz.picard_bound(*bad)
 

@@ -29,10 +29,10 @@ def start_child(module_argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", *module_argv], env=env, stdout=subprocess.PIPE, text=True)
 
 
-def check_run_flags(parser: argparse.ArgumentParser, seeds: Sequence[int], jobs: int) -> None:
-    """parser.error (exit 2, before anything runs) unless the seeds are distinct and ≥ 0 and jobs ≥ 1: a repeated
-    seed would be one run counted twice, a spread measured from nothing."""
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+def check_run_flags(parser: argparse.ArgumentParser, jobs: int, seeds: Sequence[int] | None = None) -> None:
+    """parser.error (exit 2, before anything runs) unless jobs ≥ 1 and the seeds, where the command takes them, are
+    distinct and ≥ 0: a repeated seed would be one run counted twice, a spread measured from nothing."""
+    if seeds is not None and (not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds)):
         parser.error(f"--seeds must be distinct integers ≥ 0, got {list(seeds)}")
     if jobs < 1:
         parser.error(f"--jobs must be ≥ 1, got {jobs}")

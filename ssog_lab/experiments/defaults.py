@@ -357,9 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     failures = 0
     if args.command == "run":
-        _jobs.check_run_flags(parser, args.seeds, args.jobs)
+        _jobs.check_run_flags(parser, args.jobs, args.seeds)
         failures = execute(plan(grids=args.grids, seeds=args.seeds), args.jobs)
     elif args.command == "validate":
+        _jobs.check_run_flags(parser, args.jobs)
         failures = execute(validation_plan(), args.jobs, VALIDATION_CSV_PATH)
     for csv_path, report_path, write in ((CSV_PATH, REPORT_PATH, report),
                                          (VALIDATION_CSV_PATH, VALIDATION_REPORT_PATH, validation_report)):

@@ -128,8 +128,8 @@ def _ode_study(results_dir: Path, grid: int = 7) -> OdeStudy | None:
 
 class Gap(NamedTuple):
     """One depth form's accuracy over SDPA's: `points` ± `spread` (percentage points) over `seeds`, trained on
-    `dataset` at `image_size` (None: not the paper's setting) by `recipe`, on the CPU models `hosts`; `short`: the
-    recipe in a few words where it is not the sweep's (the README's table), else empty."""
+    `dataset` at `image_size` (None where the source does not record it) by `recipe`, on the CPU models `hosts`;
+    `short`: the recipe in a few words where it is not the sweep's (the README's table), else empty."""
     depth: str
     points: float
     spread: float
@@ -301,10 +301,6 @@ NFE_TOPIC = "ODE: fewer dopri5 evaluations (this suite's hypothesis)"
 Spread = tuple[float, float, int]  # mean, sample std (NaN for one seed), seeds
 
 
-def _nfe_text(spread: Spread) -> str:
-    return spread_text(*spread)
-
-
 def _nfe_rows(results_dir: Path, study: OdeStudy | None) -> list[dict]:
     """The NFE claim, read from the ODE-solutions study (`_ode_study`: models that are solutions of their ODE);
     without such models, from the accuracy sweeps' nfe.json files (`_sweep_nfe_rows`)."""
@@ -317,7 +313,7 @@ def _nfe_rows(results_dir: Path, study: OdeStudy | None) -> list[dict]:
         mine, base = by_mixer[mixer], by_mixer["sdpa"]
         nfe = {f"dopri5 NFE, rtol {r:g}": spread(mine, r) for r in ode_solutions.NFE_RTOLS}
         base_nfe = {f"dopri5 NFE, rtol {r:g}": spread(base, r) for r in ode_solutions.NFE_RTOLS}
-        measured = "; ".join(f"{k}: {_nfe_text(nfe[k])} vs sdpa {_nfe_text(base_nfe[k])}" for k in nfe) + (
+        measured = "; ".join(f"{k}: {spread_text(*nfe[k])} vs sdpa {spread_text(*base_nfe[k])}" for k in nfe) + (
             f" (seeds: {mine['n']}, sdpa {base['n']}; Fashion-MNIST subset, 7×7 tokens; models trained "
             f"through {solver}, solutions of their ODE; trained and solved on {', '.join(hosts)})")
         value = "; ".join(f"{nfe[k][0]:.1f} vs sdpa {base_nfe[k][0]:.1f} (rtol {r:.0e})".replace("e-0", "e-")

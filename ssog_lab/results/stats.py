@@ -31,7 +31,9 @@ def difference_std(std: float, n: int, base_std: float, base_n: int) -> float:
 
 def beyond_noise(mean: float, std: float, base_mean: float, base_std: float) -> int:
     """−1 when `mean` is below `base_mean` by more than the larger of the two standard deviations, +1 when above by
-    more, 0 (level) otherwise."""
+    more, 0 (level) otherwise. Both stds must be measured (two seeds or more: `mean_std` gives NaN for one)."""
+    if math.isnan(std) or math.isnan(base_std):
+        raise ValueError("beyond_noise needs a measured std on both sides (NaN: one seed measures no spread)")
     noise = max(std, base_std)
     return -1 if mean < base_mean - noise else 1 if mean > base_mean + noise else 0
 

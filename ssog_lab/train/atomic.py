@@ -17,10 +17,11 @@ def temp_name(path: Path) -> Path:
 
 def remove_leftover_temps(path: Path) -> list[Path]:
     """Delete the temp file a killed write of `path` left behind; the files removed."""
-    leftovers = [p for p in (temp_name(path),) if p.is_file()]
-    for p in leftovers:
-        p.unlink(missing_ok=True)
-    return leftovers
+    temp = temp_name(path)
+    if not temp.is_file():
+        return []
+    temp.unlink(missing_ok=True)
+    return [temp]
 
 
 def atomic_write(path: str | Path, data: bytes | memoryview | str) -> None:

@@ -66,7 +66,8 @@ def read_checkpoint(path: str | Path, required: tuple[str, ...] = ("model", "mod
     _check_format(state, path)
     missing = [key for key in required if key not in state]
     if missing:
-        raise CheckpointError(f"checkpoint {path} lacks {missing} (a weights-only file cannot be resumed)")
+        raise CheckpointError(f"checkpoint {path} lacks {missing} (a weights-only file, or a training checkpoint "
+                              "of an older ssog_lab, cannot be resumed)")
     _check_weights(state["model"], path)
     return state
 

@@ -29,7 +29,7 @@ HELP = {
     "batch_size": "global batch (all ranks)",
     "lr": "peak learning rate",
     "grad_clip": "gradient-norm clip; ≤ 0 disables",
-    "precision": "mixed precision (alias --amp)",
+    "precision": "mixed precision",
     "atom_lr_scale": "learning-rate factor for the SSoG atoms (offsets, log-widths, amplitudes)",
     "validation_fraction": "hold out this fraction of the training set (the same images for every seed) and "
                            "evaluate on it instead of the test set",

@@ -57,4 +57,3 @@ class TrainConfig:
         check_fields(self, RANGES, {"precision": PRECISION_CHOICES})
         if not self.device:
             raise ValueError("device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got ''")
-

@@ -80,8 +80,6 @@ def _provenance(speed_rows: list[dict]) -> str:
     return "; ".join(filter(None, [text, f"{missing} rows without a recorded commit" if missing else ""]))
 
 
-
-
 def model_cell(row: dict) -> str:
     """The tuned model settings of a speed.csv row (its overrides: heads, SSoG heads, atoms)."""
     overrides = row["overrides"] if isinstance(row["overrides"], dict) else json.loads(row["overrides"] or "{}")

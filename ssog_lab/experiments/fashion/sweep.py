@@ -58,6 +58,7 @@ from pathlib import Path
 
 from ... import data, models
 from ...bench.measure import git_commit, machine
+from .. import _jobs
 from . import measure, plan, report
 
 MIXERS = ("sdpa", "axial", "ssog", "ssog-steered")
@@ -380,15 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Checked before anything runs: a bad value found by the child runs would surface hours in (tuning that
     # scored on the test set, or every trial failed and the first one picked).
-    if args.jobs < 1 or args.speed_batch < 1 or args.trials < 1:
-        parser.error("--jobs, --speed-batch and --trials must be ≥ 1")
-    if args.epochs < 1 or args.patch2_epochs < 1:
-        parser.error("--epochs and --patch2-epochs must be ≥ 1")
+    _jobs.check_run_flags(parser, args.jobs, args.seeds)
+    for flag, value in (("--speed-batch", args.speed_batch), ("--trials", args.trials), ("--epochs", args.epochs),
+                        ("--patch2-epochs", args.patch2_epochs)):
+        if value < 1:
+            parser.error(f"{flag} must be ≥ 1, got {value}")
     if not 0 < args.validation_fraction < 0.5:
         parser.error(f"--validation-fraction must be in (0, 0.5): the tuning is scored on it, got "
                      f"{args.validation_fraction}")
-    if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
-        parser.error(f"--seeds must be distinct and ≥ 0, got {args.seeds}")
     recipe, patch2_recipe = Recipe(epochs=args.epochs), Recipe(epochs=args.patch2_epochs)
     tuning = tune_runs(recipe, args.trials, args.validation_fraction, args.data_dir)
     log = _logger(args)
