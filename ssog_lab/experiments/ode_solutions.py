@@ -38,6 +38,7 @@ from ..bench.measure import git_commit, machine
 from ..bench.report import markdown_table
 from ..bench.timing import paired_speed, rotated
 from ..models import ViT, ViTConfig, preset_config, rk4_residual
+from ..ode_cost import solve_logits
 from ..results.stats import beyond_noise, difference_std, mean_std, spread_text
 from ..train import TrainConfig, fit
 from ..train.atomic import atomic_write
@@ -154,14 +155,13 @@ def relative_distance(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).norm(dim=1).div(b.norm(dim=1)).median().item()
 
 
-def dopri5_nfe(model: torch.nn.Module, images: torch.Tensor) -> dict[str, float]:
+def dopri5_nfe(model: torch.nn.Module, images: torch.Tensor) -> dict[str, int]:
     """{f"{rtol:g}": NFE of one dopri5 solve of `images` at rtol = atol} for every NFE_RTOLS, in eval mode (the
     model's mode is restored)."""
     was_training = model.training
     model.eval()
     try:
-        labels = torch.zeros(len(images), dtype=torch.long)
-        return {f"{rtol:g}": solve_all(model, images, labels, **dopri5(rtol))["nfe"] for rtol in NFE_RTOLS}
+        return {f"{rtol:g}": solve_logits(model, images, **dopri5(rtol))[1] for rtol in NFE_RTOLS}
     finally:
         model.train(was_training)
 
