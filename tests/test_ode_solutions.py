@@ -21,6 +21,13 @@ def _tiny(monkeypatch):
         defaults._subset(s, n, 0) for s, n in zip(defaults.load("digits"), (256, 200), strict=True)))
 
 
+def _numbers(grid: int) -> dict:
+    """A stored row's numeric columns, all 1.0 but for final features 1 % from the finer solves' (within the
+    tolerance) and the grid."""
+    return {**{k: 1.0 for k in ode_solutions.NUMBERS}, "distance_rk4_fine": 0.01, "distance_dopri5": 0.01,
+            "grid": grid}
+
+
 class _Finished:
     """A finished child process whose last stdout line is a row made in this process."""
 
@@ -79,7 +86,7 @@ def test_finer_solvers_converge_to_the_solution_of_a_linear_ode():
 
 def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
     def row(seed, accuracy, rk4_fine, dopri5):
-        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": 7}
+        numbers = _numbers(7)
         return {**numbers, "mixer": "ssog", "solver": "rk4, 4 steps", "seed": seed, "accuracy": accuracy,
                 "accuracy_rk4_fine": rk4_fine, "accuracy_dopri5": dopri5, "cpu_model": "x", "cpu_flags": "",
                 "threads": 1, "commit": "c"}
@@ -90,11 +97,16 @@ def test_a_cell_is_a_solution_only_if_every_seed_and_both_finer_solvers_agree():
     cell = ode_solutions.cells(bad)[0]
     assert not cell["solution"] and cell["worst_shift"] == pytest.approx(1.0)
     assert "no training solver tried gives solutions" in ode_solutions.report(bad)
+    far = good + [{**row(2, 0.80, 0.80, 0.80), "distance_rk4_fine": 0.051}]  # the answers agree, the features not
+    cell = ode_solutions.cells(far)[0]
+    assert cell["accuracy_ok"] and not cell["features_ok"] and not cell["solution"]
+    assert cell["distance"] == pytest.approx(0.051)
+    assert "| 5.1e-02 ✗ |" in ode_solutions.report(far)
 
 
 def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_solutions_for_every_mixer():
     def row(mixer, solver, seed, shift):
-        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": 7}
+        numbers = _numbers(7)
         return {**numbers, "mixer": mixer, "solver": solver, "seed": seed, "accuracy": 0.8,
                 "accuracy_rk4_fine": 0.8 + shift, "accuracy_dopri5": 0.8, "cpu_model": "x", "cpu_flags": "",
                 "threads": 1, "commit": "c", "lipschitz_bound": 900.0 + seed if mixer == "ssog" else None,
@@ -109,8 +121,13 @@ def test_the_ode_questions_are_reported_at_the_cheapest_solver_that_gives_soluti
     sdpa = next(line for line in text.splitlines() if line.startswith("| sdpa |"))
     assert "| 901 |" in ssog and "| 3 |" in ssog and "20 → 26" in ssog  # the largest bound and norm; NFE means
     assert "no closed form" in sdpa
-    assert "- **ssog** against sdpa, dopri5's NFE after training (rtol 0.001: level, rtol 1e-06: level" in text
+    assert ("- **ssog** against sdpa after training: NFE at rtol 0.001 level; NFE at rtol 1e-06 level; largest "
+            "measured ‖∂f/∂x‖₂ 2.5 against 2.5, mean over seeds: level") in text
     assert "certified bound of f (901) is 300× the largest ‖∂f/∂x‖₂ measured" in text  # 901 / max(1, 2 + 1)
+    # every mixer's norms are 2 and 3 over the seeds: level, and the report says fixed SSoG is no better there
+    assert "largest measured ‖∂f/∂x‖₂ 2.5 against 2.5, mean over seeds: level" in text
+    assert ("Fixed SSoG is no better than SDPA here on NFE at rtol 0.001, NFE at rtol 1e-06 and largest measured "
+            "‖∂f/∂x‖₂: what it has") in text
     assert ode_solutions.compare([30, 31], [40, 41]) == "fewer"
     assert ode_solutions.compare([40.2, 40.0], [40.5, 39.5]) == "level"
     assert ode_solutions.compare([30.0], [40.5, 39.5]) == "not scored (1 seed)"
@@ -137,7 +154,7 @@ def test_the_shipped_ode_model_is_a_solution_of_its_ode():
     images, labels = images[:300], labels[:300]
     own = ode_solutions.solve_all(model, images, labels)
     fine = ode_solutions.solve_all(model, images, labels, ode_method="dopri5", ode_rtol=1e-6, ode_atol=1e-6)
-    assert ode_solutions.relative_distance(own["features"], fine["features"]) < 0.05
+    assert ode_solutions.relative_distance(own["features"], fine["features"]) <= ode_solutions.FEATURE_TOLERANCE
     with torch.no_grad():
         probabilities = [model.head(model.norm(r["features"]).mean(dim=1)).softmax(-1) for r in (own, fine)]
     top_two = probabilities[0].topk(2).values  # (300, 2)
@@ -196,6 +213,7 @@ def test_matched_cost_times_every_kept_model_in_rotated_rounds_and_pairs_the_rat
         assert by["ssog", rtol]["speed"] == pytest.approx(2.0) and by["ssog-steered", rtol]["speed"] == 0.5
         assert by["ssog", rtol]["speed_per_evaluation"] == pytest.approx(1.0)  # half the time for half the NFE
         assert by["ssog", rtol]["nfe"] == [20, 20] and by["ssog", rtol]["accuracy"] == [50.0, 50.0]
+        assert by["ssog", rtol]["speed_by_seed"] == pytest.approx([2.0, 2.0])
     with pytest.raises(ValueError, match="rounds must be a positive integer"):
         ode_solutions.matched_cost(solver, seeds=seeds, rounds=0)
     out, seen = tmp_path / "cost.md", {}
@@ -203,6 +221,9 @@ def test_matched_cost_times_every_kept_model_in_rotated_rounds_and_pairs_the_rat
     assert ode_solutions.main(["cost", "--out", str(out), "--rounds", "2"]) == 0 and seen == {"rounds": 2}
     text = out.read_text()
     assert "`python -m ssog_lab.experiments.ode_solutions cost --out" in text and "the first 500 test images" in text
+    assert "| 2.00 | 2.00–2.00 | faster |" in text and "| 0.50 | 0.50–0.50 | slower |" in text
+    assert [ode_solutions.speed_verdict(s) for s in ([1.1, 1.2], [0.9, 1.1], [0.8, 0.95])] == ["faster", "level",
+                                                                                           "slower"]
     with pytest.raises(SystemExit):  # never overwrites a file unless told to
         ode_solutions.main(["cost", "--out", str(out)])
     assert "pass --overwrite to replace it" in capsys.readouterr().err
@@ -223,7 +244,7 @@ def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
         ode_solutions.model_and_recipe(ode_solutions.Run("ssog", "rk4, 1 step", 0, grid=14))
 
     def row(grid, mixer, seed, accuracy):
-        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid}
+        numbers = _numbers(grid)
         return {**numbers, "mixer": mixer, "solver": "rk4, 8 steps", "seed": seed, "accuracy": accuracy,
                 "accuracy_rk4_fine": accuracy, "accuracy_dopri5": accuracy, "cpu_model": "x", "cpu_flags": "",
                 "threads": 1, "commit": "c", "lipschitz_bound": 900.0 if mixer == "ssog" else None,
@@ -249,17 +270,29 @@ def test_the_14x14_runs_train_the_default_solver_and_get_their_own_section():
     rows += [{**row(14, "sdpa", 2, 0.7), "train_s": 10800.0 - 2000.0}]  # a third seed, with no 7×7 twin
     text = ode_solutions.report(rows)
     assert "its runs trained 5.0× as long as their 7×7 twins" in text  # the twinless run is left out
-    assert "its 7 runs' training took 3.0 core-hours, 0.3 per seed of the 3 mixers, against a budget set " \
-        "beforehand of 2.5 core-hours per seed with the finer solves" in text  # seeds 0 and 1: 1000 s each
+    assert "its 7 runs' training took 3.0 core-hours, 0.3 per seed of the 3 mixers, against the budget " \
+        "of 2.5 core-hours per seed with the finer solves" in text  # seeds 0 and 1: 1000 s each
     assert "- **ssog** − sdpa: +5.0 points ± 0.7 (2 and 2 seeds)." in section
     assert "- **ssog-steered** − sdpa: +2.0 points" in section
+    assert "is not a solution at this grid" not in section
+    far = [{**r, "distance_dopri5": 0.06} if (r["grid"], r["mixer"], r["seed"]) == (14, "ssog-steered", 1) else r
+           for r in rows]
+    text = ode_solutions.report(far)
+    assert ("- **ssog-steered** is not a solution at this grid: the final features move 6.0% under a finer solve in "
+            "its worst seed (bounds: 0.5 points, 5%).") in text
+    gaps = {line.split("**")[1]: line for line in text.splitlines() if " − sdpa: " in line}
+    assert gaps["ssog-steered"].endswith("seeds), between models not all solutions of their ODE (above).")
+    assert gaps["ssog"].endswith("seeds).")
+    elsewhere = [{**r, "cpu_model": "another CPU"} if r["grid"] == 7 else r for r in rows]  # twins on another CPU
+    text = ode_solutions.report(elsewhere)
+    assert "as long as their 7×7 twins" not in text and "7×7 twins trained on another CPU, so no measured ratio" in text
 
 
 def test_a_14x14_run_is_its_own_run_beside_the_7x7_one(monkeypatch, tmp_path):
     """Resuming keys on the grid too, the child is told its grid, and a stored row is current only at its grid."""
     def row(grid):
         run = ode_solutions.Run("ssog", "rk4, 8 steps", 0, grid)
-        numbers = {**{k: 1.0 for k in ode_solutions.NUMBERS}, "grid": grid}
+        numbers = _numbers(grid)
         return {**numbers, "mixer": "ssog", "solver": run.solver, "seed": 0, "nfe_per_epoch": "{}",
                 "cpu_model": "x", "cpu_flags": "", "threads": 1, "commit": "c",
                 "model_config": json.dumps(ode_solutions.model_config(run)), "train_config": "{}"}

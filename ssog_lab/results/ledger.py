@@ -108,22 +108,23 @@ def _parameter_rows(results_dir: Path) -> list[dict]:
 
 class OdeStudy(NamedTuple):
     """The committed ODE-solutions study at one grid, at the cheapest solver whose models are solutions for every
-    mixer: that solver, mixer -> its `ode_solutions.cells` entry, and the CPU models that trained those runs."""
+    mixer (else the library's default solver): that solver, mixer -> its `ode_solutions.cells` entry for the mixers
+    whose models are solutions there (SDPA always among them), and the CPU models that trained those runs."""
     solver: str
     by_mixer: dict[str, dict]
     hosts: list[str]
 
 
 def _ode_study(results_dir: Path, grid: int = 7) -> OdeStudy | None:
-    """The `OdeStudy` at `grid` tokens per side, its runs all current; None without a solver that gives solutions
-    for every mixer there."""
+    """The `OdeStudy` at `grid` tokens per side, its runs all current; None where SDPA's models are no solutions at
+    that solver (no gap to SDPA could be read on solutions)."""
     study = [r for r in ode_solutions.read_rows(results_dir / ode_solutions.CSV_PATH.name) if r["grid"] == grid]
     found = ode_solutions.cells(study)
-    solver = ode_solutions.solution_solver(found, grid)
-    if solver is None or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
+    solver = ode_solutions.solution_solver(found, grid) or ode_solutions.DEFAULT_SOLVER
+    solutions = {c["mixer"]: c for c in found if c["solver"] == solver and c["solution"]}
+    if "sdpa" not in solutions or not all(ode_solutions.is_current(r) for r in study if r["solver"] == solver):
         return None
-    return OdeStudy(solver, {c["mixer"]: c for c in found if c["solver"] == solver},
-                    sorted({r["cpu_model"] for r in study if r["solver"] == solver}))
+    return OdeStudy(solver, solutions, sorted({r["cpu_model"] for r in study if r["solver"] == solver}))
 
 
 class Gap(NamedTuple):
@@ -310,6 +311,8 @@ def _nfe_rows(results_dir: Path, study: OdeStudy | None) -> list[dict]:
     spread = lambda c, r: (c[f"nfe_{r:g}"], c[f"nfe_{r:g}_std"], c["n"])  # noqa: E731
     rows = []
     for mixer, variant in VARIANTS.items():
+        if mixer not in by_mixer:  # its models are no solutions at that solver
+            continue
         mine, base = by_mixer[mixer], by_mixer["sdpa"]
         nfe = {f"dopri5 NFE, rtol {r:g}": spread(mine, r) for r in ode_solutions.NFE_RTOLS}
         base_nfe = {f"dopri5 NFE, rtol {r:g}": spread(base, r) for r in ode_solutions.NFE_RTOLS}
