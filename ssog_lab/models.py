@@ -59,6 +59,11 @@ def rk4_residual(end_time: float) -> dict:
     return dict(ode_method="rk4", ode_step_size=float(end_time))
 
 
+def is_rk4_residual(config: ViTConfig) -> bool:
+    """Whether `config` is an ODE model solved by one fixed RK4 step over its whole interval (`rk4_residual`)."""
+    return config.depth == "ode" and config.ode_method == "rk4" and config.ode_step_size >= config.end_time
+
+
 def default_ssog_heads(dim: int, mixer: str) -> int:
     """ssog: dim // 8 (heads are nearly free for fixed atoms); ssog-steered: max(2, dim // 48) (each steered
     head costs per-token weight work; docs/DESIGN.md §3 and docs/results/operator_cpu.md). Other mixers: dim // 8,

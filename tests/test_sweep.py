@@ -210,17 +210,17 @@ def test_report_tables_mean_sample_std_and_speed(tmp_path):
     patch2_sdpa_line = next(line for line in patch2_table.splitlines() if line.startswith("| discrete | sdpa |"))
     assert patch2_sdpa_line.strip("|").split("|")[7].strip() == f"{expected_patch2:,.0f}"
     rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in text.splitlines()
-            if line.startswith("| ode ") or line.startswith("| discrete ")}
+            if line.startswith(("| ode ", "| discrete "))}
     values = accuracy[("main", "ode", "ssog")]
     mean, std = statistics.mean(values), statistics.stdev(values)
     assert std == pytest.approx(1.0)  # 80, 81, 82 (+5): sample std, not population std (0.816)
-    line = rows[("ode", "ssog")]
+    line = rows[("ode (1 RK4 step)", "ssog")]  # the sweep's ODE form is models.rk4_residual, and says so
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[2] == f"{mean:.2f} ± {std:.2f}" and cells[4] == "3" and cells[6] == "46,858"  # what nano builds
     assert cells[3] == f"{5:.2f} ± {math.sqrt(2 / 3):.2f}"  # Δ vs SDPA and the std of that difference
     speed = statistics.mean(60_000 * 8 / (100.0 + s) for s in range(3))
     assert cells[7] == f"{speed:,.0f}"
-    assert rows[("ode", "sdpa")].split("|")[4].strip() == "—"
+    assert rows[("ode (1 RK4 step)", "sdpa")].split("|")[4].strip() == "—"
     assert "## 28², patch 2 (14×14 tokens)" in text and "## Tuning" in text
     # main, patch 2, horizon; then main's and patch 2's in the table of accuracy beside speed
     assert text.count("| discrete |") == 4 + 4 + len(sweep.HORIZON_MIXERS) + 4 + 4
@@ -445,11 +445,12 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
                           "dopri5 NFE, rtol 1e-5", "accuracy %, 256 test images: trained RK4 → dopri5 (rtol 1e-3)"]
     cells = {tuple(c[:2]): c for c in ([x.strip() for x in line.strip("|").split("|")] for line in main.splitlines()
                                        if line.startswith("| ") and not line.startswith("| depth"))}
-    assert cells[("ode", "sdpa")][10:] == ["31.0 ± 1.0", "62.0 ± 2.0", "90.0 → 60.0"]  # dopri5: 50, 60, 70 %
-    assert cells[("ode", "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)", "90.0 → 55.0"]  # 1 missing
+    ode = "ode (1 RK4 step)"  # the sweep's ODE form is models.rk4_residual, and its tables say so
+    assert cells[(ode, "sdpa")][10:] == ["31.0 ± 1.0", "62.0 ± 2.0", "90.0 → 60.0"]  # dopri5: 50, 60, 70 %
+    assert cells[(ode, "ssog")][10:] == ["10.5 ± 0.7 (n = 2)", "21.0 ± 1.4 (n = 2)", "90.0 → 55.0"]  # 1 missing
     assert cells[("discrete", "ssog")][8:] == ["300", "30", "—", "—", "—"]
     beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
-    line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | 8 | ode | ssog |"))  # 8 epochs
+    line = next(x for x in beside.splitlines() if x.startswith("| 4 (7×7) | 8 | ode (1 RK4 step) | ssog |"))
     assert [c.strip() for c in line.strip("|").split("|")][4:] == [
         "83.00 ± 1.00", f"2.00 ± {math.sqrt(2 / 3):.2f}", "300", "3.00×", "30", "6.00×"]
     assert "per seed" not in beside  # the accuracy rows are read from the phase tables only
@@ -476,6 +477,7 @@ def test_the_report_puts_nfe_and_speed_beside_accuracy_and_computes_the_goals(tm
     assert len(stored) == 12 + 4 + 3 + len(sweep.HORIZON_MIXERS) and all(r["current"] for r in stored)
     ode_ssog = next(r for r in stored if (r["depth"], r["mixer"]) == ("ode", "ssog"))
     assert ode_ssog["nfe"] == {1e-3: [10, 11], 1e-5: [20, 22]}
+    assert ode_ssog["label"] == "1 RK4 step" and {r["label"] for r in stored if r["depth"] != "ode"} == {""}
     nfe_row = next(r for r in ledger.claims_ledger(tmp_path) if "Lipschitz" in r["claim"] and r["variant"] == "fixed")
     assert "dopri5 NFE, rtol 1e-3: 10.5 ± 0.7 (n = 2) vs sdpa 31.0 ± 1.0" in nfe_row["measured"]
     # the solves differ from training: accuracy % trained → dopri5
@@ -508,11 +510,11 @@ def test_the_speed_goal_must_hold_on_every_cpu_measured(tmp_path):
     assert goal_verdicts(text)[("≥", "ssog")] == "missed"
     assert goal_verdicts(text)[("…", "ssog or ssog-steered")] == "met"  # steered: 1.5× on both CPUs
     goals = text.split("## Goals")[1].split("## ")[0]
-    assert ("ode 3.00× (a test CPU, no AVX-512) / discrete 3.00×; looped 3.00×; ode 0.50× (another CPU, no AVX-512)"
-            in goals)
+    assert ("ode (1 RK4 step) 3.00× (a test CPU, no AVX-512) / discrete 3.00×; looped 3.00×; ode (1 RK4 step) 0.50× "
+            "(another CPU, no AVX-512)" in goals)
     beside = text.split("## Accuracy beside inference speed")[1].split("## ")[0]
     assert "measured on another CPU, no AVX-512 (speed_other.csv)" in beside
-    assert beside.count("| 4 (7×7) | 8 | ode | ssog |") == 2  # one table per CPU
+    assert beside.count("| 4 (7×7) | 8 | ode (1 RK4 step) | ssog |") == 2  # one table per CPU
     assert rep.host_of([{"cpu_model": "X", "cpu_flags": "avx2 avx512f"}]) == "X, AVX-512"  # CPUs of one name differ
     assert "On another CPU (speed_other.csv)" in text.split("## Inference throughput")[1]
     other.rename(root.parent / "speed_amd.csv")  # the sweep's report finds speed_*.csv beside speed.csv

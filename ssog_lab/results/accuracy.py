@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import repository
 from ..experiments.fashion import plan
+from ..models import is_rk4_residual
 from .record import Derive, RunRecord, read_json, read_runs
 
 SWEEPS: dict[str, Derive] = {"accuracy_fashion": plan.model_config}  # sweep folder -> labels → ViTConfig
@@ -61,7 +62,9 @@ def _row(source: str, phase: str, members: list[RunRecord]) -> dict:
     first = members[0]
     nfe, solver_accuracy = _nfe(members)
     return dict(source=source, phase=phase, group=_group_title(members), depth=first.summary["depth"],
-                mixer=first.summary["mixer"], label="", dataset=first.summary.get("dataset", "?"),
+                mixer=first.summary["mixer"], dataset=first.summary.get("dataset", "?"),
+                # the ODE form trained through one RK4 step is no solution of its ODE (docs/results/ode_solutions.md)
+                label="1 RK4 step" if first.config is not None and is_rk4_residual(first.config) else "",
                 image_size=first.config.image_size if first.config is not None else None,
                 grid=f"{first.config.image_size // first.config.patch_size}" if first.config is not None else "?",
                 values=[float(r.test_accuracy) for r in members], parameters=first.summary.get("parameters"),
@@ -72,7 +75,8 @@ def _row(source: str, phase: str, members: list[RunRecord]) -> dict:
 
 def accuracy_results(results_dir: str | Path = repository.RESULTS_DIR) -> list[dict]:
     """Configuration rows of every committed sweep's finished test runs: {source (the phase folder, from
-    results_dir), phase, group (its setting), depth, mixer, label, dataset, image_size, grid (tokens per side),
+    results_dir), phase, group (its setting), depth, mixer, label ("1 RK4 step" for an ODE model trained through
+    one RK4 step, `models.is_rk4_residual`, else ""), dataset, image_size, grid (tokens per side),
     values (per-seed test accuracies, fractions), parameters, current (today's code builds the same models), nfe
     and solver_accuracy ({rtol: per-seed values} of the ODE runs' nfe.json), hosts (the CPU models that trained
     them)}. Each sweep's main phase comes first.

@@ -29,7 +29,7 @@ from ...models import DEPTHS
 from ...results.record import read_json
 from ...results.stats import difference_std, mean_std
 from .measure import NFE_IMAGES, NFE_RTOLS, SPEED_RESOLUTIONS, SweepRun, read_speed, run_folder
-from .plan import NFE_FILE, SSOG_MIXERS
+from .plan import DEPTH_TITLES, NFE_FILE, SSOG_MIXERS
 from .speed import host_of, infer_cell, ok_speed, rate, run_speed, speed_index, speed_section
 
 VERDICTS = ("met", "missed", "not yet measured")
@@ -130,7 +130,7 @@ def _ratio(value: float | None) -> str:
 
 def accuracy_table(rows: list[dict]) -> str:
     """The accuracy table of one phase; NFE columns when it has ODE rows."""
-    columns = {"depth": "depth", "mixer": "mixer",
+    columns = {"depth": lambda r: DEPTH_TITLES[r["depth"]], "mixer": "mixer",
                "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—", "n": "n",
                "per seed": lambda r: ", ".join(f"{a:.2f}" for a in r["per_seed"]),
@@ -145,7 +145,8 @@ def accuracy_table(rows: list[dict]) -> str:
 def beside_table(rows: list[dict]) -> str:
     """Accuracy beside inference speed, one line per (patch, depth, mixer), with the ratios to SDPA's speed."""
     columns = {"patch (grid)": lambda r: f"{r['patch']} ({OWN // r['patch']}×{OWN // r['patch']})", "epochs": "epochs",
-               "depth": "depth", "mixer": "mixer", "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
+               "depth": lambda r: DEPTH_TITLES[r["depth"]], "mixer": "mixer",
+               "test accuracy % (mean ± sample std)": lambda r: _pm(*r["accuracy"]),
                "Δ vs SDPA (points)": lambda r: _pm(*r["vs_sdpa"]) if "vs_sdpa" in r else "—"}
     for res in SPEED_RESOLUTIONS:
         columns[f"images/s, {res}²"] = infer_cell(res)
@@ -193,19 +194,21 @@ def _goal_rows(main_rows: list[dict], hosts: list[tuple[str, list[dict]]]) -> li
             by_cell = {(r["depth"], r["mixer"]): r for r in host_rows}
             ratios = [by_cell.get((d, mixer), {}).get("speed_vs_sdpa", {}).get(HIGH) for d in DEPTHS]
             checks += [q > 1 if q is not None else None for q in ratios]
-            speeds.append("; ".join(f"{d} {_ratio(q)}" for d, q in zip(DEPTHS, ratios, strict=True))
+            speeds.append("; ".join(f"{DEPTH_TITLES[d]} {_ratio(q)}" for d, q in zip(DEPTHS, ratios, strict=True))
                           + (f" ({host})" if host else ""))
         verdict = _verdict(checks)
         first.append(verdict)
         out.append({"goal": f"≥ SDPA's accuracy in all three depth forms and faster at {HIGH}²", "mixer": mixer,
-                    "accuracy": "; ".join(f"{d} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)),
+                    "accuracy": "; ".join(f"{DEPTH_TITLES[d]} {_gap_text(r)}"
+                                          for d, r in zip(DEPTHS, rows, strict=True)),
                     "speed": " / ".join(speeds), "verdict": verdict})
     overall = "met" if "met" in first else "missed" if all(v == "missed" for v in first) else "not yet measured"
     out.append({"goal": "… by at least one SSoG configuration", "mixer": "ssog or ssog-steered", "accuracy": "",
                 "speed": "", "verdict": overall})
     rows = [table.get((depth, "ssog")) for depth in DEPTHS]
     out.append({"goal": f"fixed SSoG within {WITHIN_POINTS:g} points of SDPA in every depth form", "mixer": "ssog",
-                "accuracy": "; ".join(f"{d} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)), "speed": "",
+                "accuracy": "; ".join(f"{DEPTH_TITLES[d]} {_gap_text(r)}" for d, r in zip(DEPTHS, rows, strict=True)),
+                "speed": "",
                 "verdict": _verdict([r["vs_sdpa"][0] >= -WITHIN_POINTS if r and "vs_sdpa" in r else None
                                      for r in rows])})
     return out
