@@ -607,7 +607,10 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
         f"Made by `python -m ssog_lab.experiments.ode_solutions run --grid {grid} --jobs 2`. The same recipe at "
         f"{grid}×{grid} tokens, the token count of a 224² image at patch 16, trained through {solvers} only (the "
         f"cheapest solver whose models are solutions at 7×7 tokens; the finer solves check it again here), for "
-        f"budget: {cost}. Differences: mean ± the standard deviation of the difference of means over seeds.", "",
+        f"budget: {cost}. Every mixer trains at the library's defaults (the defaults table's protocol: one recipe "
+        "for all, no per-mixer tuning), unlike the Fashion sweep's patch-2 looped runs, which use that sweep's "
+        "per-mixer tuned recipe on the full training set (`accuracy_fashion/`): compare gaps within one recipe, not "
+        "across the two. Differences: mean ± the standard deviation of the difference of means over seeds.", "",
         _solver_table(found), "", *missed, *gaps, "",
     ]
 
