@@ -355,9 +355,10 @@ def matched_cost_report(rows: list[dict], command: str, count: int, load: tuple[
                                   "speed ÷ sdpa": lambda r: f"{r['speed']:.2f}",
                                   "per seed (min–max)": lambda r: f"{min(r['speed_by_seed']):.2f}–"
                                                                   f"{max(r['speed_by_seed']):.2f}",
-                                  "against sdpa": lambda r: speed_verdict(r["speed_by_seed"]),
+                                  "against sdpa": lambda r: speed_verdict(r["speed_by_seed"])
+                                  if r["mixer"] != "sdpa" else "—",
                                   "per evaluation of f ÷ sdpa": lambda r: f"{r['speed_per_evaluation']:.2f}"},
-                           align="llrrrrrrrl")
+                           align="llrrrrrrlr")
     return "\n".join([
         "# Continuous depth: cost at matched tolerance, side by side (CPU)", "",
         f"Made by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit `{git_commit()}`.",
