@@ -15,7 +15,7 @@ columns), and its adjoint adds a backward solve, so it is not expected to be the
     python -m ssog_lab.experiments.ode_solutions report         # the markdown again from the CSV
     python -m ssog_lab.experiments.ode_solutions checkpoint     # the shipped ODE model (`make checkpoints`)
     python -m ssog_lab.experiments.ode_solutions cost --out docs/results/ode_matched_cost_cpu.md
-        # quiet, side by side: the trained models solved by dopri5 at the same tolerance (needs the kept weights)
+        # side by side in one process: the trained models solved by dopri5 at the same tolerance (kept weights)
 """
 
 from __future__ import annotations
@@ -493,8 +493,9 @@ def ode_questions(rows: list[dict]) -> str:
         f"measured ‖∂f/∂x‖₂ over {JACOBIAN_IMAGES} test images at the initial and final states "
         "(`lipschitz.jacobian_spectral_norm`). The cost at matched tolerance (images/s when every model is solved by "
         "dopri5 at the same rtol = atol) is measured apart from these runs, whose timings share the machine with the "
-        "other run: the same models side by side on a quiet machine, `ode_matched_cost_cpu*.md` (`python -m "
-        "ssog_lab.experiments.ode_solutions cost --out docs/results/ode_matched_cost_cpu<_host>.md`).",
+        "other run: the same models side by side in one process, paired by seed and round, "
+        "`ode_matched_cost_cpu*.md` (`python -m ssog_lab.experiments.ode_solutions cost --out "
+        "docs/results/ode_matched_cost_cpu<_host>.md`).",
         "",
         markdown_table(lines, columns, align="lrrrrllrrr"),
         "",
