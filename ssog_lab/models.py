@@ -59,6 +59,9 @@ def rk4_residual(end_time: float) -> dict:
     return dict(ode_method="rk4", ode_step_size=float(end_time))
 
 
+RK4_RESIDUAL_LABEL = "1 RK4 step"  # how results name an `rk4_residual` model's depth form beside "ode"
+
+
 def is_rk4_residual(config: ViTConfig) -> bool:
     """Whether `config` is an ODE model solved by one fixed RK4 step over its whole interval (`rk4_residual`)."""
     return config.depth == "ode" and config.ode_method == "rk4" and config.ode_step_size >= config.end_time

@@ -324,6 +324,11 @@ def test_the_ode_accuracy_gaps_come_from_the_study_at_each_phases_grid(tmp_path)
         assert "ode: +9.0 ± 0.0 points (n = 2, Fashion-MNIST subset, 14×14 tokens" in top1["fixed"]["measured"]
         assert "subset, 14×14 tokens" not in top1["steered"]["measured"]
         assert "ode: +2.0 ± 0.0 points (n = 2, Fashion-MNIST subset, 7×7" in top1["steered"]["measured"]
+    # No solutions at 7×7 for steered: no ODE clause there, not the sweep's one-RK4-step rows in its place.
+    write_ode_study(tmp_path, [{**r, "distance_dopri5": 0.06} if (r["grid"], r["mixer"]) == (7, "ssog-steered") else r
+                               for r in rows])
+    top1 = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +2.2")}
+    assert top1["steered"]["measured"].count("ode: ") == 1 and "ode: +6.0" in top1["steered"]["measured"]
     write_ode_study(tmp_path, [r for r in rows if (r["grid"], r["mixer"]) != (14, "sdpa")])
     top1 = {r["variant"]: r for r in claims_ledger(tmp_path) if r["claim"].startswith("CIFAR-100: +2.2")}
     assert "subset, 14×14 tokens" not in top1["fixed"]["measured"]  # no SDPA solutions: no gap at that grid

@@ -82,7 +82,7 @@ CHECKPOINTS = {CHECKPOINT_PATH: ("ssog", DEFAULT_SOLVER, 0), RESIDUAL_CHECKPOINT
 # (the cheapest that gives solutions at 7×7; each run checks again), for budget: four times the tokens per image.
 GRID_SOLVERS = {7: tuple(SOLVERS), 14: (DEFAULT_SOLVER,)}
 # The budget of the larger grid: the 7×7 runs' time per seed, finer solves included, × 4 for four times the tokens
-# (docs/DESIGN.md §4 gives its history: raised from a first estimate of 1.7 when the first runs may have started).
+# (docs/DESIGN.md §4 gives its history: it raised a first estimate when the first runs may have started).
 GRID_BUDGET_CORE_HOURS = {14: 2.5}
 
 
@@ -540,9 +540,10 @@ def readings(rows: list[dict], solver: str) -> list[str]:
     no_better = [k for k, v in fixed.items() if v.endswith(("level", "more", "larger"))]
     if no_better:
         listed = ", ".join(no_better[:-1]) + (" and " if len(no_better) > 1 else "") + no_better[-1]
-        out.append(f"- Fixed SSoG is no better than SDPA here on {listed}: what it has that SDPA "
-                   "lacks is the certified bound (the theorem's premise), not a smoother trained right-hand side "
-                   "or a cheaper adaptive solve.")
+        lacks = (["fewer evaluations of an adaptive solver"] if any(k.startswith("NFE") for k in no_better) else []) \
+            + (["a smoother trained right-hand side"] if any(k.startswith("largest") for k in no_better) else [])
+        out.append(f"- Fixed SSoG is no better than SDPA here on {listed}: what it has that SDPA lacks is the "
+                   f"certified bound (the theorem's premise), not {' or '.join(lacks)}.")
     return out
 
 
@@ -586,10 +587,12 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
     small = {(r["mixer"], r["solver"], r["seed"], r["cpu_model"]): r["train_s"] for r in rows if r["grid"] == 7}
     pairs = [(r["train_s"], small[key]) for r in rows
              if r["grid"] == grid and (key := (r["mixer"], r["solver"], r["seed"], r["cpu_model"])) in small]
+    twins = any(r["grid"] == 7 and (r["mixer"], r["solver"], r["seed"]) == (g["mixer"], g["solver"], g["seed"])
+                for r in rows for g in rows if g["grid"] == grid)
     cost = (f"its runs trained {sum(b for b, _ in pairs) / sum(s for _, s in pairs):.1f}× as long as their 7×7 twins "
             "(same mixer, solver, seed and CPU)" if pairs else
-            f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one in tokens (its 7×7 twins trained on another CPU, so "
-            "no measured ratio)")
+            f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one in tokens (no measured ratio: "
+            + ("its 7×7 twins trained on another CPU)" if twins else "no 7×7 twins)"))
     cost += f"; its {len(train_s)} runs' training took {sum(train_s) / 3600:.1f} core-hours"
     complete = [[r["train_s"] for r in rows if (r["grid"], r["seed"]) == (grid, seed)] for seed in SEEDS]
     complete = [sum(times) for times in complete if len(times) == len(MIXERS)]
@@ -644,7 +647,7 @@ def report(rows: list[dict]) -> str:
         f"is a solution when neither changes its test accuracy by more than {CRITERION_POINTS} points nor its "
         f"final features by more than {FEATURE_TOLERANCE:.0%} (✓: every seed, both finer solvers); the feature "
         "distance is the median over images of ‖x_train(T) − x_fine(T)‖ / ‖x_fine(T)‖, the largest over seeds and "
-        "finer solvers. NFE: evaluations of f per solve of a batch of {EVAL_BATCH} images. Speeds are "
+        f"finer solvers. NFE: evaluations of f per solve of a batch of {EVAL_BATCH} images. Speeds are "
         "measured inside the runs, beside the other run on the second core: read them as rough ratios.",
         "",
         _solver_table(found),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import repository
 from ..experiments.fashion import plan
-from ..models import is_rk4_residual
+from ..models import RK4_RESIDUAL_LABEL, is_rk4_residual
 from .record import Derive, RunRecord, read_json, read_runs
 
 SWEEPS: dict[str, Derive] = {"accuracy_fashion": plan.model_config}  # sweep folder -> labels → ViTConfig
@@ -64,7 +64,7 @@ def _row(source: str, phase: str, members: list[RunRecord]) -> dict:
     return dict(source=source, phase=phase, group=_group_title(members), depth=first.summary["depth"],
                 mixer=first.summary["mixer"], dataset=first.summary.get("dataset", "?"),
                 # the ODE form trained through one RK4 step is no solution of its ODE (docs/results/ode_solutions.md)
-                label="1 RK4 step" if first.config is not None and is_rk4_residual(first.config) else "",
+                label=RK4_RESIDUAL_LABEL if first.config is not None and is_rk4_residual(first.config) else "",
                 image_size=first.config.image_size if first.config is not None else None,
                 grid=f"{first.config.image_size // first.config.patch_size}" if first.config is not None else "?",
                 values=[float(r.test_accuracy) for r in members], parameters=first.summary.get("parameters"),

@@ -142,9 +142,10 @@ class Gap(NamedTuple):
     short: str = ""
 
 
-def _ode_solution_gaps(study: OdeStudy | None, grid: int) -> dict[str, Gap]:
-    """mixer -> its ODE form's `Gap` from `_ode_study` at `grid` ({} without it): accuracy on models that are
-    solutions of their ODE, which the sweeps' one-RK4-step models are not."""
+def _ode_solution_gaps(study: OdeStudy | None, grid: int) -> dict[str, Gap | None]:
+    """SSoG mixer -> its ODE form's `Gap` from `_ode_study` at `grid` ({} without it): accuracy on models that are
+    solutions of their ODE, which the sweeps' one-RK4-step models are not; None for a mixer whose models there are
+    missing or no solutions (the sweep's one-step rows do not stand in for it)."""
     if study is None:
         return {}
     base = study.by_mixer["sdpa"]
@@ -152,7 +153,7 @@ def _ode_solution_gaps(study: OdeStudy | None, grid: int) -> dict[str, Gap]:
     return {mixer: Gap("ode", c["accuracy"] - base["accuracy"],
                        difference_std(c["std"], c["n"], base["std"], base["n"]), c["n"], "Fashion-MNIST subset",
                        None, recipe, study.hosts, f"defaults, {ode_solutions.EPOCHS}-epoch subset")
-            for mixer, c in study.by_mixer.items() if mixer != "sdpa"}
+            if (c := study.by_mixer.get(mixer)) else None for mixer in VARIANTS}
 
 
 def _gaps(claim: dict, mixer: str, table: dict[tuple[str, str], dict], ode_gaps: dict[str, Gap]) -> list[Gap]:
@@ -161,8 +162,8 @@ def _gaps(claim: dict, mixer: str, table: dict[tuple[str, str], dict], ode_gaps:
     gaps = []
     for depth in claim["depths"]:
         mine, base = table.get((depth, mixer)), table.get((depth, "sdpa"))
-        if depth == "ode" and mixer in ode_gaps:  # models that are solutions of their ODE
-            gaps.append(ode_gaps[mixer])
+        if depth == "ode" and mixer in ode_gaps:  # the study at this grid: its models that are solutions, or none
+            gaps += [ode_gaps[mixer]] if ode_gaps[mixer] is not None else []
         elif mine and base:
             (m1, s1), (m0, s0) = mean_std(mine["values"]), mean_std(base["values"])
             spread = difference_std(s1, len(mine["values"]), s0, len(base["values"]))

@@ -14,7 +14,7 @@ DATA_FIELDS = {"in_chans": 1, "num_classes": 10}  # grey images, ten classes
 # models.rk4_residual(4.0), the matched-cost wiring, which docs/results/ode_solutions.md shows is no ODE solution.
 DEPTH_FIELDS = {"discrete": {}, "looped": {}, "ode": models.rk4_residual(4.0)}
 # How the sweep's reports name each depth form: its ODE form is that one-step wiring, not a solution of its ODE.
-DEPTH_TITLES = {"discrete": "discrete", "looped": "looped", "ode": "ode (1 RK4 step)"}
+DEPTH_TITLES = {"discrete": "discrete", "looped": "looped", "ode": f"ode ({models.RK4_RESIDUAL_LABEL})"}
 HYPER_FIELDS = ("heads", "ssog_heads", "atoms")  # the tuned hyper-parameters that are ViTConfig fields
 SSOG_MIXERS = ("ssog", "ssog-steered")  # the mixers with atoms (and an atom learning-rate scale)
 NFE_FILE = "nfe.json"  # beside an ODE run's summary: dopri5's NFE of the trained model (measure.write_nfe)
