@@ -584,15 +584,14 @@ def larger_grid(rows: list[dict], grid: int = 14) -> list[str]:
     train_s = [r["train_s"] for r in rows if r["grid"] == grid]
     # Each run beside its 7×7 twin (same mixer, solver and seed) trained on the same CPU model, so that the ratio
     # mixes neither mixers nor machines.
-    small = {(r["mixer"], r["solver"], r["seed"], r["cpu_model"]): r["train_s"] for r in rows if r["grid"] == 7}
-    pairs = [(r["train_s"], small[key]) for r in rows
-             if r["grid"] == grid and (key := (r["mixer"], r["solver"], r["seed"], r["cpu_model"])) in small]
-    twins = any(r["grid"] == 7 and (r["mixer"], r["solver"], r["seed"]) == (g["mixer"], g["solver"], g["seed"])
-                for r in rows for g in rows if g["grid"] == grid)
+    small = {(r["mixer"], r["solver"], r["seed"]): r for r in rows if r["grid"] == 7}
+    twinned = [(r, small[key]) for r in rows
+               if r["grid"] == grid and (key := (r["mixer"], r["solver"], r["seed"])) in small]
+    pairs = [(r["train_s"], twin["train_s"]) for r, twin in twinned if twin["cpu_model"] == r["cpu_model"]]
     cost = (f"its runs trained {sum(b for b, _ in pairs) / sum(s for _, s in pairs):.1f}× as long as their 7×7 twins "
             "(same mixer, solver, seed and CPU)" if pairs else
             f"a run costs about {(grid / 7) ** 2:.0f}× a 7×7 one in tokens (no measured ratio: "
-            + ("its 7×7 twins trained on another CPU)" if twins else "no 7×7 twins)"))
+            + ("its 7×7 twins trained on another CPU)" if twinned else "no 7×7 twins)"))
     cost += f"; its {len(train_s)} runs' training took {sum(train_s) / 3600:.1f} core-hours"
     complete = [[r["train_s"] for r in rows if (r["grid"], r["seed"]) == (grid, seed)] for seed in SEEDS]
     complete = [sum(times) for times in complete if len(times) == len(MIXERS)]
